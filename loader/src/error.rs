@@ -1,0 +1,30 @@
+//! Everything that can stop a run before the program reports an exit code.
+
+use std::path::PathBuf;
+
+/// A loader failure. Each message is one line naming the problem.
+#[derive(Debug, thiserror::Error)]
+pub enum LoaderError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {problem}")]
+    BadImage { path: PathBuf, problem: String },
+    #[error("bad launch parameters: {0}")]
+    BadLaunch(String),
+    #[error("bad constructor symbol `{symbol}`: {problem}")]
+    BadConstructor { symbol: String, problem: String },
+    #[error("bad program arguments: {0}")]
+    BadArguments(String),
+    #[error("no GPU: {0}")]
+    NoGpu(String),
+    #[error("{api} failed: {message}")]
+    Driver { api: &'static str, message: String },
+    #[error("device fault in kernel `{kernel}`: {message}")]
+    DeviceFault { kernel: &'static str, message: String },
+    #[error("the program ended without reporting an exit code (the RPC channel never received `exit`)")]
+    NoExitReported,
+    #[error("RPC server: {0}")]
+    Rpc(String),
+}
+
+pub type Result<T, E = LoaderError> = std::result::Result<T, E>;

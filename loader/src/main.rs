@@ -1,0 +1,102 @@
+//! `gpu-loader [OPTIONS] IMAGE [ARGS]...`: runs a GPU program like an ordinary program. Its exit code is the
+//! program's; see `docs/exit-codes.md`.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use gpu_loader::status::{LOADER_ERROR_EXIT_CODE, USAGE_EXIT_CODE};
+use gpu_loader::{RunOptions, run};
+use startup_common::abi::LaunchParams;
+
+/// Run a GPU program built with the GPU startup: every thread of the grid runs `main`.
+#[derive(Parser, Debug)]
+#[command(name = "gpu-loader", version, about, trailing_var_arg = true)]
+struct Cli {
+    /// Threads per block in x.
+    #[arg(long, visible_alias = "threads-x", default_value_t = 1, value_name = "N")]
+    threads: u32,
+    /// Threads per block in y.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    threads_y: u32,
+    /// Threads per block in z.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    threads_z: u32,
+    /// Blocks in x.
+    #[arg(long, visible_alias = "blocks-x", default_value_t = 1, value_name = "N")]
+    blocks: u32,
+    /// Blocks in y.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    blocks_y: u32,
+    /// Blocks in z.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    blocks_z: u32,
+    /// GPU ordinal.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    device: usize,
+    /// Stop the program after this many seconds (exit code 124).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
+    timeout: Option<Duration>,
+    /// Bytes of stack per GPU thread.
+    #[arg(long, default_value_t = gpu_loader::run::DEFAULT_STACK_SIZE, value_name = "BYTES")]
+    stack_size: usize,
+    /// Print each kernel's registers, shared and local memory.
+    #[arg(long)]
+    print_resource_usage: bool,
+    /// Print phase timings: init and load, launch, each kernel.
+    #[arg(short, long)]
+    verbose: bool,
+    /// The GPU image: PTX, an NVIDIA cubin or an AMD code object.
+    image: PathBuf,
+    /// Arguments for the program (argv[1..]); argv[0] is IMAGE as given.
+    #[arg(allow_hyphen_values = true)]
+    args: Vec<OsString>,
+}
+
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let seconds: f64 = text.parse().map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    if !(seconds > 0.0 && seconds.is_finite() && seconds < 1e9) {
+        return Err(format!("`{text}` is not a positive number of seconds"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let code = if error.use_stderr() { USAGE_EXIT_CODE } else { 0 };
+            let _ = error.print();
+            std::process::exit(code);
+        }
+    };
+    let mut options = RunOptions::new(cli.image);
+    options.args = cli.args;
+    options.launch = LaunchParams {
+        threads: [cli.threads, cli.threads_y, cli.threads_z],
+        blocks: [cli.blocks, cli.blocks_y, cli.blocks_z],
+    };
+    options.device = cli.device;
+    options.timeout = cli.timeout;
+    options.verbose = cli.verbose;
+    options.print_resource_usage = cli.print_resource_usage;
+    options.stack_size = cli.stack_size;
+
+    let code = match gpu_loader::install_signal_handlers().and_then(|()| run(&options)) {
+        Ok(report) => report.status.exit_code(),
+        Err(error) => {
+            eprintln!("gpu-loader: {error}");
+            match error {
+                gpu_loader::LoaderError::DeviceFault { .. } => gpu_loader::status::DEVICE_FAULT_EXIT_CODE,
+                _ => LOADER_ERROR_EXIT_CODE,
+            }
+        }
+    };
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // Exit at once: kernels may still run after `exit` on one thread, a timeout or a signal, and the process exit
+    // is what releases the GPU from under them.
+    std::process::exit(code);
+}

@@ -1,0 +1,337 @@
+//! Running a program: the part every backend shares. A backend loads the image and launches kernels; this module
+//! packs the arguments, sets up the RPC region, queues `_begin`, `_start` and `_end`, serves RPC while they run and
+//! turns what happened into a [`RunStatus`].
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use startup_common::abi::{self, BeginArgs, Control, EndArgs, KernelArgs, LaunchParams, StartArgs};
+use startup_common::rpc;
+
+use crate::args::ArgBlock;
+use crate::error::{LoaderError, Result};
+use crate::image::{Image, Platform};
+use crate::server::{HostServer, Outcome};
+use crate::status::RunStatus;
+
+/// Stack per GPU thread unless asked otherwise: room for `print!`'s buffer and a panic's formatting.
+pub const DEFAULT_STACK_SIZE: usize = 8 * 1024;
+
+/// Everything `gpu-loader` takes from its command line.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub image: PathBuf,
+    /// The program's arguments after `argv[0]` (which is the image path as given).
+    pub args: Vec<OsString>,
+    /// The program's environment, `KEY=VALUE` entries.
+    pub env: Vec<OsString>,
+    pub launch: LaunchParams,
+    /// GPU ordinal.
+    pub device: usize,
+    pub timeout: Option<Duration>,
+    /// Report phase timings on stderr.
+    pub verbose: bool,
+    /// Report each kernel's registers, shared and local memory on stderr.
+    pub print_resource_usage: bool,
+    /// RPC ports in the region.
+    pub rpc_ports: u32,
+    /// Bytes of stack per GPU thread.
+    pub stack_size: usize,
+}
+
+impl RunOptions {
+    /// Options for running `image` with one thread, no arguments and the loader's environment.
+    pub fn new(image: impl Into<PathBuf>) -> Self {
+        Self {
+            image: image.into(),
+            args: Vec::new(),
+            env: std::env::vars_os().map(|(k, v)| [k, "=".into(), v].into_iter().collect()).collect(),
+            launch: LaunchParams::SINGLE,
+            device: 0,
+            timeout: None,
+            verbose: false,
+            print_resource_usage: false,
+            rpc_ports: rpc::DEFAULT_PORT_COUNT,
+            stack_size: DEFAULT_STACK_SIZE,
+        }
+    }
+}
+
+/// Which of the three kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    Begin,
+    Start,
+    End,
+}
+
+impl Kernel {
+    pub const ALL: [Kernel; 3] = [Kernel::Begin, Kernel::Start, Kernel::End];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Begin => abi::BEGIN_KERNEL,
+            Kernel::Start => abi::START_KERNEL,
+            Kernel::End => abi::END_KERNEL,
+        }
+    }
+}
+
+/// Memory the host and the device both address.
+#[derive(Clone, Copy, Debug)]
+pub struct HostMapped {
+    pub host: *mut u8,
+    pub device: u64,
+    pub len: usize,
+}
+
+/// A kernel's resources, for `--print-resource-usage`.
+#[derive(Clone, Debug, Default)]
+pub struct ResourceUsage {
+    pub registers: Option<u32>,
+    pub shared_bytes: u64,
+    pub local_bytes: u64,
+    pub max_threads_per_block: Option<u32>,
+}
+
+/// Whether the queued kernels are done.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Progress {
+    Running,
+    Finished,
+    /// The device reported an error; the message names it (`CUDA_ERROR_ILLEGAL_ADDRESS: ...`).
+    Faulted(String),
+}
+
+/// What a GPU platform provides. Implementations: `cuda::CudaBackend`, `hsa::HsaBackend`. Allocations live until
+/// the backend is dropped.
+pub trait Backend {
+    /// Lanes per warp or wavefront on this device.
+    fn lane_size(&self) -> u32;
+    /// Checks the launch against the device's limits.
+    fn check_launch(&self, params: &LaunchParams) -> Result<()>;
+    /// Zeroed host memory the device can read and write.
+    fn alloc_host_mapped(&mut self, len: usize) -> Result<HostMapped>;
+    /// Zeroed device memory.
+    fn alloc_device(&mut self, len: usize) -> Result<u64>;
+    /// Copies `bytes` to device memory at `address`, synchronously.
+    fn copy_to_device(&mut self, address: u64, bytes: &[u8]) -> Result<()>;
+    /// Queues `kernel` on the grid `params` with `args` as its one argument. Kernels run in queue order.
+    fn launch(&mut self, kernel: Kernel, params: &LaunchParams, args: &[u8]) -> Result<()>;
+    /// Whether everything queued has finished, without waiting.
+    fn poll(&mut self) -> Result<Progress>;
+    /// The kernels' resources.
+    fn resource_usage(&self, kernel: Kernel) -> Result<ResourceUsage>;
+    /// How long each kernel ran, where the backend measured it (`verbose`).
+    fn kernel_times(&mut self) -> Option<[Duration; 3]> {
+        None
+    }
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct RunReport {
+    pub status: RunStatus,
+    /// Whether every kernel finished; if not (timeout, a signal, `exit` while other threads still ran), kernels may
+    /// still be running and the backend was leaked rather than torn down under them: end the process soon.
+    pub finished: bool,
+}
+
+/// Makes SIGINT and SIGTERM stop a run promptly (exit 130 and 143) instead of killing the loader mid-output.
+pub fn install_signal_handlers() -> Result<()> {
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // The handler only stores the signal number; the serve loop notices it.
+        signal_hook::flag::register_usize(signal, static_flag(), signal as usize)
+            .map_err(|error| LoaderError::Driver { api: "sigaction", message: error.to_string() })?;
+    }
+    Ok(())
+}
+
+fn static_flag() -> std::sync::Arc<AtomicUsize> {
+    static FLAG: std::sync::OnceLock<std::sync::Arc<AtomicUsize>> = std::sync::OnceLock::new();
+    FLAG.get_or_init(|| std::sync::Arc::new(AtomicUsize::new(0))).clone()
+}
+
+fn pending_signal() -> Option<i32> {
+    match static_flag().load(Ordering::Relaxed) {
+        0 => None,
+        signal => Some(signal as i32),
+    }
+}
+
+/// Runs the program `options` names, to the end.
+pub fn run(options: &RunOptions) -> Result<RunReport> {
+    let started = Instant::now();
+    crate::launch::validate(&options.launch)?;
+    let image = Image::read(&options.image)?;
+    image.check_startup_abi()?;
+    let mut argv = vec![options.image.clone().into_os_string()];
+    argv.extend(options.args.iter().cloned());
+    let arguments = ArgBlock::new(&argv, &options.env)?;
+    match image.kind.platform() {
+        Platform::Cuda => {
+            let backend = crate::cuda::CudaBackend::load(options, &image)?;
+            run_on(backend, options, &arguments, started)
+        }
+        Platform::Hsa => {
+            let backend = crate::hsa::HsaBackend::load(options, &image)?;
+            run_on(backend, options, &arguments, started)
+        }
+    }
+}
+
+/// The shared launch path, for any backend.
+pub fn run_on<B: Backend>(mut backend: B, options: &RunOptions, arguments: &ArgBlock, started: Instant) -> Result<RunReport> {
+    backend.check_launch(&options.launch)?;
+    if options.print_resource_usage {
+        for kernel in Kernel::ALL {
+            let usage = backend.resource_usage(kernel)?;
+            eprintln!(
+                "gpu-loader: {:>6}: registers {}, shared {} B, local {} B, max threads per block {}",
+                kernel.name(),
+                usage.registers.map_or("n/a".into(), |r| r.to_string()),
+                usage.shared_bytes,
+                usage.local_bytes,
+                usage.max_threads_per_block.map_or("n/a".into(), |t| t.to_string()),
+            );
+        }
+    }
+    let loaded = started.elapsed();
+
+    let lane_size = backend.lane_size();
+    let region = backend.alloc_host_mapped(rpc::region_size(options.rpc_ports, lane_size))?;
+    let control = backend.alloc_host_mapped(size_of::<Control>())?;
+    let args_base = backend.alloc_device(arguments.len())?;
+    backend.copy_to_device(args_base, &arguments.at_address(args_base))?;
+    let result = backend.alloc_device(size_of::<i32>())?;
+
+    let argv = args_base as *mut *mut core::ffi::c_char;
+    let envp = (args_base + arguments.envp_offset() as u64) as *mut *mut core::ffi::c_char;
+    let begin = BeginArgs {
+        argc: arguments.argc(),
+        rpc_port_count: options.rpc_ports,
+        argv,
+        envp,
+        rpc_region: region.device as *mut _,
+        control: control.device as *mut Control,
+    };
+    let start = StartArgs { argc: arguments.argc(), reserved: 0, argv, envp, result: result as *mut i32 };
+    let end = EndArgs { result: result as *const i32 };
+
+    // SAFETY: the region is `region_size` zeroed bytes of host-mapped memory that lives as long as `backend`, which
+    // outlives the server.
+    let mut server = unsafe { HostServer::new(region.host.cast(), options.rpc_ports, lane_size) };
+
+    // All three kernels are queued at once: stream order runs them one after another, `_end` reads `main`'s
+    // combined result from device memory, and nothing waits on the host between them.
+    backend.launch(Kernel::Begin, &LaunchParams::SINGLE, begin.as_bytes())?;
+    backend.launch(Kernel::Start, &options.launch, start.as_bytes())?;
+    backend.launch(Kernel::End, &LaunchParams::SINGLE, end.as_bytes())?;
+    let launched = started.elapsed();
+
+    let outcome = serve(&mut backend, &mut server, options, control.host.cast::<Control>());
+    let flushed = server.flush().map_err(|error| LoaderError::Rpc(error.to_string()));
+    if options.verbose {
+        eprintln!("gpu-loader: init + load {loaded:.1?}, launch {:.1?}, total {:.1?}", launched - loaded, started.elapsed());
+        if let Some([b, s, e]) = backend.kernel_times() {
+            eprintln!("gpu-loader: _begin {b:.1?}, _start {s:.1?}, _end {e:.1?}");
+        }
+    }
+    let report = outcome?;
+    flushed?;
+    if !report.finished {
+        // Kernels may still run: tearing the context down under them could block on them forever.
+        std::mem::forget(backend);
+    }
+    Ok(report)
+}
+
+/// Serves RPC until the program reports its end, faults, times out or the loader is interrupted.
+fn serve<B: Backend>(backend: &mut B, server: &mut HostServer, options: &RunOptions, control: *const Control) -> Result<RunReport> {
+    let deadline = options.timeout.map(|timeout| Instant::now() + timeout);
+    let mut idle_passes = 0u32;
+    loop {
+        let outcome = server.poll().map_err(|error| LoaderError::Rpc(error.to_string()))?;
+        let worked = server.served_last_poll();
+        if let Some(outcome) = outcome {
+            // Messages other threads posted before the exit still count: serve until a pass finds nothing.
+            drain(server)?;
+            let status = match outcome {
+                Outcome::Exit(code) => RunStatus::Exited(code),
+                Outcome::Abort => RunStatus::Aborted,
+            };
+            let finished = matches!(backend.poll(), Ok(Progress::Finished));
+            return Ok(RunReport { status, finished });
+        }
+        if worked {
+            idle_passes = 0;
+            continue;
+        }
+        idle_passes += 1;
+        // Querying the device costs more than a pass over the ports; do it on every few idle passes only.
+        if idle_passes % 16 != 0 {
+            std::hint::spin_loop();
+            continue;
+        }
+        match backend.poll()? {
+            Progress::Running => {}
+            Progress::Finished => {
+                drain(server)?;
+                return match server.outcome() {
+                    Some(Outcome::Exit(code)) => Ok(RunReport { status: RunStatus::Exited(code), finished: true }),
+                    Some(Outcome::Abort) => Ok(RunReport { status: RunStatus::Aborted, finished: true }),
+                    None => Err(LoaderError::NoExitReported),
+                };
+            }
+            Progress::Faulted(message) => {
+                drain(server)?;
+                // SAFETY: the control block is host-mapped memory the backend keeps alive; the kernels only write it.
+                let progress = unsafe { std::ptr::addr_of!((*control).progress).read_volatile() };
+                return Err(LoaderError::DeviceFault { kernel: faulted_kernel(progress).name(), message });
+            }
+        }
+        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            drain(server)?;
+            eprintln!("gpu-loader: the program ran past its {:?} timeout and was stopped", options.timeout.unwrap_or_default());
+            return Ok(RunReport { status: RunStatus::TimedOut, finished: false });
+        }
+        if let Some(signal) = pending_signal() {
+            drain(server)?;
+            return Ok(RunReport { status: RunStatus::Interrupted(signal), finished: false });
+        }
+    }
+}
+
+/// Serves until a pass over the ports finds no work.
+fn drain(server: &mut HostServer) -> Result<()> {
+    loop {
+        server.poll().map_err(|error| LoaderError::Rpc(error.to_string()))?;
+        if !server.served_last_poll() {
+            break;
+        }
+    }
+    server.flush().map_err(|error| LoaderError::Rpc(error.to_string()))
+}
+
+/// The kernel that was running when the device faulted, from the startup's progress markers.
+fn faulted_kernel(progress: u32) -> Kernel {
+    match progress {
+        abi::progress::NOT_STARTED => Kernel::Begin,
+        abi::progress::BEGIN_DONE => Kernel::Start,
+        _ => Kernel::End,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_markers_name_the_faulting_kernel() {
+        assert_eq!(faulted_kernel(abi::progress::NOT_STARTED), Kernel::Begin);
+        assert_eq!(faulted_kernel(abi::progress::BEGIN_DONE), Kernel::Start);
+        assert_eq!(faulted_kernel(abi::progress::END_STARTED), Kernel::End);
+    }
+}

@@ -1,0 +1,409 @@
+//! The host's RPC server: a handler per opcode over the protocol in `startup_common::rpc`.
+//!
+//! [`HostServer::poll`] serves every port that has a message waiting, once, and reports the program's
+//! [`Outcome`] once an `EXIT` or `ABORT` arrived. The loop that calls it (waiting for the kernels, timeouts,
+//! signals) is the loader's. Output is buffered and flushed whenever a pass finds no work (and at least every
+//! [`FLUSH_INTERVAL`]), so it appears while the kernel runs.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::fmt;
+use std::io::{self, BufWriter, Write};
+use std::time::{Duration, Instant};
+
+use startup_common::io::Stream;
+use startup_common::rpc::{Server, ServerPort, WriteHead, opcode};
+
+/// The longest output may wait in the server's buffers while the ports stay busy.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(20);
+
+/// How the program ended, as the first `EXIT` or `ABORT` message said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Exit(i32),
+    Abort,
+}
+
+/// A message the server cannot serve. The client that sent it waits forever, so the loader should end the program.
+#[derive(Debug)]
+pub enum ServerError {
+    /// No handler is registered for the opcode.
+    UnknownOpcode { opcode: u32, port: u32 },
+    /// A `WRITE` named a stream that does not exist.
+    BadStream { stream: u8, port: u32 },
+    /// Writing the program's output failed.
+    Io(io::Error),
+}
+
+impl fmt::Display for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownOpcode { opcode, port } => write!(f, "RPC: no handler for opcode {opcode:#x} (port {port})"),
+            Self::BadStream { stream, port } => write!(f, "RPC: write to unknown stream {stream} (port {port})"),
+            Self::Io(error) => write!(f, "RPC: writing the program's output failed: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for ServerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Io(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for ServerError {
+    fn from(error: io::Error) -> Self {
+        Self::Io(error)
+    }
+}
+
+/// What handlers share: the output streams, the partly received messages, and the outcome.
+pub struct Context {
+    stdout: BufWriter<Box<dyn Write + Send>>,
+    stderr: BufWriter<Box<dyn Write + Send>>,
+    /// Chunks of messages whose last chunk has not arrived, per writing thread and stream.
+    pending: HashMap<(u64, u64, u8), Vec<u8>>,
+    outcome: Option<Outcome>,
+    last_flush: Instant,
+}
+
+impl Context {
+    fn new(stdout: Box<dyn Write + Send>, stderr: Box<dyn Write + Send>) -> Self {
+        Self {
+            stdout: BufWriter::with_capacity(1 << 16, stdout),
+            stderr: BufWriter::with_capacity(1 << 16, stderr),
+            pending: HashMap::new(),
+            outcome: None,
+            last_flush: Instant::now(),
+        }
+    }
+
+    /// The (buffered) writer of `stream`.
+    pub fn writer(&mut self, stream: Stream) -> &mut dyn Write {
+        match stream {
+            Stream::Stdout => &mut self.stdout,
+            Stream::Stderr => &mut self.stderr,
+        }
+    }
+
+    /// Records how the program ended; the first report wins.
+    pub fn set_outcome(&mut self, outcome: Outcome) {
+        self.outcome.get_or_insert(outcome);
+    }
+
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.outcome
+    }
+
+    /// Writes out the messages still waiting for their last chunk (a thread stopped mid-message), then flushes.
+    fn finish(&mut self) -> io::Result<()> {
+        let mut pending: Vec<_> = self.pending.drain().collect();
+        pending.sort_by_key(|(key, _)| *key);
+        for ((_, _, stream), bytes) in pending {
+            let stream = Stream::from_number(u32::from(stream)).unwrap_or(Stream::Stderr);
+            self.writer(stream).write_all(&bytes)?;
+        }
+        self.flush()
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.last_flush = Instant::now();
+        self.stdout.flush()?;
+        self.stderr.flush()
+    }
+}
+
+/// Serves one message on `port`; called with the port open and the message's first packet waiting.
+pub type Handler = Box<dyn FnMut(&mut ServerPort<'_>, &mut Context) -> Result<(), ServerError> + Send>;
+
+/// The RPC server with its handler table.
+pub struct HostServer {
+    server: Server,
+    handlers: HashMap<u32, Handler>,
+    context: Context,
+    /// Whether the last `poll` found any message.
+    served: bool,
+}
+
+impl HostServer {
+    /// A server for the region at `region` (its host address) with `port_count` ports of `lane_size` lanes, with the
+    /// built-in handlers, writing to the process's stdout and stderr.
+    ///
+    /// # Safety
+    /// As for [`Server::new`]: the region is laid out by `rpc::Layout::new(port_count, lane_size)`, was zeroed before
+    /// the program started, stays valid while the server lives, and no other server serves it.
+    pub unsafe fn new(region: *mut c_void, port_count: u32, lane_size: u32) -> Self {
+        // SAFETY: the caller's contract is `Server::new`'s.
+        let server = unsafe { Server::new(region, port_count, lane_size) };
+        let mut this = Self {
+            server,
+            handlers: HashMap::new(),
+            context: Context::new(Box::new(io::stdout()), Box::new(io::stderr())),
+            served: false,
+        };
+        this.register(opcode::WRITE, Box::new(handle_write));
+        this.register(opcode::EXIT, Box::new(handle_exit));
+        this.register(opcode::ABORT, Box::new(handle_abort));
+        this.register(opcode::TEST_INCREMENT, Box::new(handle_increment));
+        this.register(opcode::TEST_ECHO, Box::new(handle_echo));
+        this.register(opcode::TEST_NOOP, Box::new(handle_noop));
+        this
+    }
+
+    /// Sends the program's output to `stdout` and `stderr` instead of the process's streams.
+    pub fn with_output(mut self, stdout: Box<dyn Write + Send>, stderr: Box<dyn Write + Send>) -> Self {
+        self.context = Context::new(stdout, stderr);
+        self
+    }
+
+    /// Adds (or replaces) the handler of `opcode`; returns the one it replaces.
+    pub fn register(&mut self, opcode: u32, handler: Handler) -> Option<Handler> {
+        self.handlers.insert(opcode, handler)
+    }
+
+    /// Serves every port with a waiting message once. Returns the outcome once the program reported one (and on
+    /// every later call); serving goes on if the caller keeps polling, so threads still waiting can finish.
+    pub fn poll(&mut self) -> Result<Option<Outcome>, ServerError> {
+        let had_outcome = self.context.outcome.is_some();
+        let mut served = false;
+        for index in 0..self.server.port_count() {
+            let Some(mut port) = self.server.open(index) else { continue };
+            served = true;
+            let op = port.opcode();
+            let handler = self.handlers.get_mut(&op).ok_or(ServerError::UnknownOpcode { opcode: op, port: index })?;
+            handler(&mut port, &mut self.context)?;
+        }
+        self.served = served;
+        if !had_outcome && self.context.outcome.is_some() {
+            self.context.finish()?;
+        } else if !served || self.context.last_flush.elapsed() >= FLUSH_INTERVAL {
+            self.context.flush()?;
+        }
+        Ok(self.context.outcome)
+    }
+
+    /// Writes out everything buffered, including messages whose last chunk never came.
+    pub fn flush(&mut self) -> Result<(), ServerError> {
+        Ok(self.context.finish()?)
+    }
+
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.context.outcome
+    }
+
+    /// Whether the last [`poll`](Self::poll) found any message: a caller draining the ports polls until it is false.
+    pub fn served_last_poll(&self) -> bool {
+        self.served
+    }
+}
+
+fn handle_write(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
+    let index = port.index();
+    let chunks = port.recv_n_vec::<{ WriteHead::WORDS }>();
+    for chunk in chunks {
+        let head = WriteHead::decode(chunk.head);
+        let stream = Stream::from_number(u32::from(head.stream)).ok_or(ServerError::BadStream { stream: head.stream, port: index })?;
+        if head.flags & WriteHead::MORE != 0 {
+            context.pending.entry(head.key()).or_default().extend_from_slice(&chunk.data);
+            continue;
+        }
+        let mut message = context.pending.remove(&head.key()).unwrap_or_default();
+        if message.is_empty() && head.flags & WriteHead::NEWLINE == 0 {
+            message = chunk.data;
+        } else {
+            message.extend_from_slice(&chunk.data);
+        }
+        if head.flags & WriteHead::NEWLINE != 0 {
+            message.push(b'\n');
+        }
+        context.writer(stream).write_all(&message)?;
+    }
+    // The acknowledgement: the chunk is in the server's buffers, so the thread's next chunk comes after it.
+    port.send(|_, packet| packet.set(0, 0));
+    Ok(())
+}
+
+fn handle_exit(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
+    let mut status = None;
+    port.recv(|_, packet| {
+        status.get_or_insert(packet.get(0) as i64 as i32);
+    });
+    context.set_outcome(Outcome::Exit(status.unwrap_or(0)));
+    Ok(())
+}
+
+fn handle_abort(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
+    port.recv(|_, _| {});
+    context.set_outcome(Outcome::Abort);
+    Ok(())
+}
+
+fn handle_increment(port: &mut ServerPort<'_>, _: &mut Context) -> Result<(), ServerError> {
+    let mut values = [0u64; 64];
+    port.recv(|lane, packet| values[lane as usize] = packet.get(0));
+    port.send(|lane, packet| packet.set(0, values[lane as usize].wrapping_add(1)));
+    Ok(())
+}
+
+fn handle_echo(port: &mut ServerPort<'_>, _: &mut Context) -> Result<(), ServerError> {
+    let received = port.recv_n_vec::<0>();
+    let mut by_lane: [&[u8]; 64] = [&[]; 64];
+    for entry in &received {
+        by_lane[entry.lane as usize] = &entry.data;
+    }
+    port.send_n(|lane| by_lane[lane as usize]);
+    Ok(())
+}
+
+fn handle_noop(port: &mut ServerPort<'_>, _: &mut Context) -> Result<(), ServerError> {
+    port.recv(|_, _| {});
+    port.send(|_, _| {});
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use startup_common::gpu::HostThread;
+    use startup_common::io as gpu_io;
+    use startup_common::rpc::{Client, HostRegion, Layout};
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Capture {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Runs `clients` host threads against a `HostServer` until every thread is done and an outcome arrived;
+    /// returns the outcome and the captured output.
+    fn run(clients: usize, body: impl Fn(&Client<HostThread>, usize) + Sync) -> (Outcome, String, String) {
+        let layout = Layout::new(8, 1);
+        let region = HostRegion::new(layout);
+        let client = Client::<HostThread>::new();
+        // SAFETY: a fresh zeroed region laid out for 8 ports of one lane, outliving the threads below.
+        unsafe { client.reset(region.as_ptr(), 8) };
+        let (out, err) = (Capture::default(), Capture::default());
+        // SAFETY: same region; this is its only server.
+        let mut server = unsafe { HostServer::new(region.as_ptr(), 8, 1) }
+            .with_output(Box::new(out.clone()), Box::new(err.clone()));
+        let outcome = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..clients).map(|n| scope.spawn({
+                let client = &client;
+                let body = &body;
+                move || body(client, n)
+            })).collect();
+            let mut outcome = None;
+            loop {
+                let done = workers.iter().all(|w| w.is_finished());
+                outcome = server.poll().unwrap().or(outcome);
+                if done {
+                    break;
+                }
+            }
+            outcome.expect("a client reported exit or abort")
+        });
+        server.flush().unwrap();
+        let text = |c: Capture| String::from_utf8(c.0.lock().unwrap().clone()).unwrap();
+        (outcome, text(out), text(err))
+    }
+
+    #[test]
+    fn serves_prints_tests_and_exit() {
+        let (outcome, out, err) = run(4, |client, n| {
+            assert_eq!(client.test_increment(n as u64), n as u64 + 1);
+            let mut echo = [0u8; 300];
+            let input: Vec<u8> = (0..200 + n).map(|i| i as u8).collect();
+            assert_eq!(client.test_echo(&input, &mut echo), input.len());
+            assert_eq!(&echo[..input.len()], &input[..]);
+            let long = "x".repeat(1000 + n);
+            gpu_io::print(client, gpu_io::Stream::Stdout, format_args!("thread {n}: {long}\n"));
+            gpu_io::write_line(client, gpu_io::Stream::Stderr, format!("err {n}").as_bytes());
+            if n == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                client.exit(7);
+            }
+        });
+        assert_eq!(outcome, Outcome::Exit(7));
+        let mut lines: Vec<&str> = out.lines().collect();
+        lines.sort();
+        let expected: Vec<String> = (0..4).map(|n| format!("thread {n}: {}", "x".repeat(1000 + n))).collect();
+        assert_eq!(lines, expected);
+        let mut lines: Vec<&str> = err.lines().collect();
+        lines.sort();
+        assert_eq!(lines, ["err 0", "err 1", "err 2", "err 3"]);
+    }
+
+    #[test]
+    fn abort_is_reported_and_first_outcome_wins() {
+        // Thread 0 aborts; thread 1 exits well after the server took the abort.
+        let (outcome, _, _) = run(2, |client, n| {
+            if n == 0 {
+                client.abort();
+            } else {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                client.exit(3);
+            }
+        });
+        assert_eq!(outcome, Outcome::Abort);
+    }
+
+    #[test]
+    fn unknown_opcode_is_an_error() {
+        let layout = Layout::new(2, 1);
+        let region = HostRegion::new(layout);
+        let client = Client::<HostThread>::new();
+        // SAFETY: a fresh zeroed region laid out for 2 ports of one lane, outliving the client's use.
+        unsafe { client.reset(region.as_ptr(), 2) };
+        let mut port = client.open(0x4242);
+        port.send(|_| {});
+        port.close();
+        // SAFETY: same region; this is its only server.
+        let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
+        assert!(matches!(server.poll(), Err(ServerError::UnknownOpcode { opcode: 0x4242, .. })));
+    }
+
+    #[test]
+    fn new_operations_join_through_the_table() {
+        let layout = Layout::new(2, 1);
+        let region = HostRegion::new(layout);
+        let client = Client::<HostThread>::new();
+        // SAFETY: a fresh zeroed region laid out for 2 ports of one lane, outliving the client's use.
+        unsafe { client.reset(region.as_ptr(), 2) };
+        // SAFETY: same region; this is its only server.
+        let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
+        server.register(
+            opcode::FIRST_USER,
+            Box::new(|port, _| {
+                let mut value = 0;
+                port.recv(|_, packet| value = packet.get(0));
+                port.send(|_, packet| packet.set(0, value * 3));
+                Ok(())
+            }),
+        );
+        let result = std::thread::scope(|scope| {
+            let worker = scope.spawn(|| {
+                let mut port = client.open(opcode::FIRST_USER);
+                port.send(|packet| packet.set(0, 14));
+                let mut value = 0;
+                port.recv(|packet| value = packet.get(0));
+                value
+            });
+            while !worker.is_finished() {
+                server.poll().unwrap();
+            }
+            worker.join().unwrap()
+        });
+        assert_eq!(result, 42);
+    }
+}

@@ -1,0 +1,160 @@
+//! The kernel ABI between `gpu-loader` and the startup: the one argument each kernel takes, and the names the loader
+//! looks up. The loader uses these very types to build the arguments, so the two sides cannot drift apart.
+//! `docs/abi.md` describes the whole contract.
+//!
+//! Every kernel takes exactly one parameter, one of the structs below, passed by value: a `.param` aggregate on
+//! NVIDIA, the start of the kernarg segment on AMD. Pointers are device addresses (64-bit on both targets).
+
+use core::ffi::{c_char, c_int, c_void};
+
+/// Name of the kernel that runs the constructors, on one thread.
+pub const BEGIN_KERNEL: &str = "_begin";
+/// Name of the kernel that runs `main` on the user's grid.
+pub const START_KERNEL: &str = "_start";
+/// Name of the kernel that runs the exit sequence, on one thread.
+pub const END_KERNEL: &str = "_end";
+/// The three kernels, in launch order.
+pub const KERNELS: [&str; 3] = [BEGIN_KERNEL, START_KERNEL, END_KERNEL];
+
+/// The user's entry point: `int main(int argc, char **argv, char **envp)`.
+pub const MAIN_SYMBOL: &str = "main";
+
+/// NVIDIA has no linker-provided array bounds: the loader builds the arrays from the `__init_array_object_*` and
+/// `__fini_array_object_*` globals (LLVM's NVPTX scheme, `<prefix><name>_<priority>`) and stores their bounds in
+/// these four globals before launching `_begin`.
+pub const INIT_ARRAY_START: &str = "__init_array_start";
+pub const INIT_ARRAY_END: &str = "__init_array_end";
+pub const FINI_ARRAY_START: &str = "__fini_array_start";
+pub const FINI_ARRAY_END: &str = "__fini_array_end";
+pub const INIT_OBJECT_PREFIX: &str = "__init_array_object_";
+pub const FINI_OBJECT_PREFIX: &str = "__fini_array_object_";
+
+/// Progress markers the startup writes into [`Control::progress`], so that the host can name the kernel that
+/// faulted without synchronising between launches.
+pub mod progress {
+    /// Nothing has run yet.
+    pub const NOT_STARTED: u32 = 0;
+    /// `_begin` finished: constructors ran.
+    pub const BEGIN_DONE: u32 = 1;
+    /// `_end` started: `main` returned on every thread.
+    pub const END_STARTED: u32 = 2;
+}
+
+/// A constructor: called once, before `main`, with `main`'s arguments. PTX calls through a function pointer only with
+/// the exact prototype of the callee, so every constructor has this one signature, on both targets.
+pub type InitCallback = unsafe extern "C" fn(argc: c_int, argv: *mut *mut c_char, envp: *mut *mut c_char);
+/// A destructor or `atexit` handler.
+pub type FiniCallback = unsafe extern "C" fn();
+
+/// Host-visible state the kernels write for the loader. It lives in host-pinned memory mapped into the device.
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct Control {
+    /// One of the [`progress`] markers.
+    pub progress: u32,
+}
+
+/// The argument of `_begin`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BeginArgs {
+    pub argc: c_int,
+    /// How many ports the RPC region holds.
+    pub rpc_port_count: u32,
+    pub argv: *mut *mut c_char,
+    pub envp: *mut *mut c_char,
+    /// The RPC region in host-pinned, device-mapped memory (layout: `rpc::Layout`), as the device addresses it.
+    pub rpc_region: *mut c_void,
+    /// Where the startup reports its progress.
+    pub control: *mut Control,
+}
+
+/// The argument of `_start`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct StartArgs {
+    pub argc: c_int,
+    /// Zero; keeps the struct free of padding.
+    pub reserved: u32,
+    pub argv: *mut *mut c_char,
+    pub envp: *mut *mut c_char,
+    /// Device memory, zeroed by the loader, into which every thread ORs the value its `main` returned.
+    pub result: *mut c_int,
+}
+
+/// The argument of `_end`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct EndArgs {
+    /// The same word `_start` ORed into; `_end` reads it, so the loader can queue all three kernels at once.
+    pub result: *const c_int,
+}
+
+/// A kernel argument as the bytes the driver copies: the structs have no padding, so every byte is initialised.
+///
+/// # Safety
+/// Implementors must be `repr(C)` with no padding bytes.
+pub unsafe trait KernelArgs: Copy {
+    fn as_bytes(&self) -> &[u8] {
+        // SAFETY: the implementor has no padding (trait contract), so all `size_of::<Self>()` bytes are initialised.
+        unsafe { core::slice::from_raw_parts((self as *const Self).cast::<u8>(), size_of::<Self>()) }
+    }
+}
+
+// SAFETY: each field is 4 or 8 bytes, ordered so that every field sits at its alignment with no gap or tail; the
+// layout test below checks the sizes.
+unsafe impl KernelArgs for BeginArgs {}
+// SAFETY: as above.
+unsafe impl KernelArgs for StartArgs {}
+// SAFETY: a single pointer.
+unsafe impl KernelArgs for EndArgs {}
+
+/// Launch dimensions, as the user gave them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchParams {
+    pub threads: [u32; 3],
+    pub blocks: [u32; 3],
+}
+
+impl LaunchParams {
+    /// One thread in one block, as `_begin` and `_end` run.
+    pub const SINGLE: Self = Self { threads: [1, 1, 1], blocks: [1, 1, 1] };
+
+    /// Threads in the whole grid.
+    pub fn total_threads(&self) -> u64 {
+        self.threads.iter().chain(&self.blocks).map(|&n| u64::from(n)).product()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::{align_of, offset_of, size_of};
+
+    /// The layout is the ABI: `docs/abi.md` gives these offsets, and the static image check compares them with the
+    /// parameter sizes in the PTX.
+    #[test]
+    fn layouts_match_the_documented_abi() {
+        // No padding anywhere: the size is the sum of the fields (`KernelArgs` relies on it).
+        assert_eq!(size_of::<BeginArgs>(), 4 + 4 + 8 * 4);
+        assert_eq!(offset_of!(BeginArgs, rpc_port_count), 4);
+        assert_eq!(offset_of!(BeginArgs, argv), 8);
+        assert_eq!(offset_of!(BeginArgs, rpc_region), 24);
+        assert_eq!(offset_of!(BeginArgs, control), 32);
+        assert_eq!(size_of::<StartArgs>(), 4 + 4 + 8 * 3);
+        assert_eq!(offset_of!(StartArgs, argv), 8);
+        assert_eq!(offset_of!(StartArgs, result), 24);
+        assert_eq!(size_of::<EndArgs>(), 8);
+        for align in [align_of::<BeginArgs>(), align_of::<StartArgs>(), align_of::<EndArgs>()] {
+            assert_eq!(align, 8);
+        }
+    }
+
+    #[test]
+    fn total_threads_multiplies_all_six_dimensions() {
+        let params = LaunchParams { threads: [4, 4, 4], blocks: [2, 2, 2] };
+        assert_eq!(params.total_threads(), 512);
+        assert_eq!(LaunchParams::SINGLE.total_threads(), 1);
+    }
+}

@@ -1,0 +1,106 @@
+//! The few facts about the processor that the shared runtime cannot know by itself.
+//!
+//! `startup-nvptx` and `startup-amdgpu` implement [`Gpu`] with their intrinsics; [`HostThread`] implements it for
+//! ordinary host threads so that every piece of logic in this crate is tested on the host, including the RPC
+//! protocol with many real threads acting as clients.
+
+/// Coordinates of the calling thread, used in messages such as the panic report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadIds {
+    pub thread: [u32; 3],
+    pub block: [u32; 3],
+}
+
+/// The processor a runtime instance runs on.
+///
+/// A *lane group* is the set of lanes of one warp (NVIDIA, 32 lanes) or wavefront (AMD, 64 lanes) that execute an
+/// operation together: the lanes in [`Gpu::lane_mask`] at that point of the program. On NVIDIA, independent thread
+/// scheduling lets the lanes of one warp diverge into several groups that make progress independently.
+///
+/// # Safety
+/// The lane operations must behave as documented for every group that calls them together: `broadcast_first` and
+/// `ballot` must return the same value in every lane of `mask`, and `sync_lanes` must not return in any lane of
+/// `mask` until all have reached it. The RPC protocol relies on this for mutual exclusion.
+pub unsafe trait Gpu: 'static {
+    /// Lanes per warp or wavefront; at most 64 (lane masks are `u64`).
+    const LANE_SIZE: u32;
+
+    /// This lane's index within its warp or wavefront, below [`Gpu::LANE_SIZE`].
+    fn lane_id() -> u32;
+
+    /// The lanes executing this call together, the caller included.
+    fn lane_mask() -> u64;
+
+    /// The value `value` has in the lowest lane of `mask`, returned to every lane of `mask`.
+    fn broadcast_first(mask: u64, value: u32) -> u32;
+
+    /// The lanes of `mask` for which `predicate` is true.
+    fn ballot(mask: u64, predicate: bool) -> u64;
+
+    /// Waits until every lane of `mask` has arrived, and orders their memory accesses around that point.
+    fn sync_lanes(mask: u64);
+
+    /// Lets other work run while polling memory written by another agent.
+    fn sleep_briefly();
+
+    /// Where the calling thread sits in the grid.
+    fn thread_ids() -> ThreadIds;
+
+    /// Ends the calling thread; the rest of the grid runs on.
+    fn end_thread() -> !;
+
+    /// Stops the whole kernel abnormally; the host sees a device fault.
+    fn trap() -> !;
+}
+
+/// One host thread as a lane group of one: every operation is trivial, so the shared logic runs unchanged on the
+/// host, under Miri and under loom.
+#[cfg(any(test, feature = "host"))]
+pub struct HostThread;
+
+// SAFETY: with one lane per group, every lane operation is trivially uniform across the group.
+#[cfg(any(test, feature = "host"))]
+unsafe impl Gpu for HostThread {
+    const LANE_SIZE: u32 = 1;
+
+    fn lane_id() -> u32 {
+        0
+    }
+
+    fn lane_mask() -> u64 {
+        1
+    }
+
+    fn broadcast_first(_mask: u64, value: u32) -> u32 {
+        value
+    }
+
+    fn ballot(mask: u64, predicate: bool) -> u64 {
+        if predicate { mask } else { 0 }
+    }
+
+    fn sync_lanes(_mask: u64) {}
+
+    fn sleep_briefly() {
+        #[cfg(loom)]
+        loom::thread::yield_now();
+        #[cfg(not(loom))]
+        std::thread::yield_now();
+    }
+
+    fn thread_ids() -> ThreadIds {
+        ThreadIds::default()
+    }
+
+    fn end_thread() -> ! {
+        // A host thread that "ends" inside a test must not unwind through the caller's stack frames, which still
+        // believe they own locks; parking forever is the closest host equivalent of a GPU thread's `exit`.
+        loop {
+            std::thread::park();
+        }
+    }
+
+    fn trap() -> ! {
+        std::process::abort()
+    }
+}

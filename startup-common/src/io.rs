@@ -1,0 +1,212 @@
+//! Output from GPU threads: `print!` and friends over `core::fmt`, and the writes behind C's `puts`/`fputs`/`fwrite`.
+//!
+//! Each thread formats into a bounded buffer on its own stack ([`PRINT_BUFFER`] bytes). A full buffer goes to the
+//! host as a chunk marked "more follows"; the host holds chunks per writing thread and stream and writes the message
+//! with one write call when its last chunk arrives. So a message is never cut, never interleaved with another
+//! thread's, and long output streams through a small buffer. Every chunk is acknowledged before the thread goes on,
+//! so one thread's messages (and chunks) reach the host in the order it wrote them.
+
+use core::fmt;
+
+use crate::gpu::Gpu;
+use crate::rpc::{Client, WriteHead, opcode};
+
+/// Bytes of formatted output a thread gathers before sending a chunk.
+pub const PRINT_BUFFER: usize = 256;
+
+/// The two output streams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum Stream {
+    Stdout = 1,
+    Stderr = 2,
+}
+
+impl Stream {
+    /// The stream with this number (as in [`WriteHead::stream`]).
+    pub const fn from_number(number: u32) -> Option<Self> {
+        match number {
+            1 => Some(Self::Stdout),
+            2 => Some(Self::Stderr),
+            _ => None,
+        }
+    }
+}
+
+/// What C's `FILE *stdout` and `FILE *stderr` point at: the address identifies the stream.
+#[repr(C)]
+pub struct File {
+    stream: Stream,
+}
+
+/// C's `*stdout`.
+pub static STDOUT: File = File { stream: Stream::Stdout };
+/// C's `*stderr`.
+pub static STDERR: File = File { stream: Stream::Stderr };
+
+impl File {
+    /// The stream `file` names, if it is [`STDOUT`] or [`STDERR`] (compared by address; nothing is read).
+    pub fn stream(file: *mut File) -> Option<Stream> {
+        [&STDOUT, &STDERR].into_iter().find(|known| core::ptr::eq(*known, file.cast_const())).map(|known| known.stream)
+    }
+}
+
+/// Writes `bytes` to `stream` as one message.
+pub fn write<G: Gpu>(client: &Client<G>, stream: Stream, bytes: &[u8]) {
+    send_chunk(client, head::<G>(stream, 0), bytes);
+}
+
+/// Writes `bytes` and a newline to `stream` as one line.
+pub fn write_line<G: Gpu>(client: &Client<G>, stream: Stream, bytes: &[u8]) {
+    send_chunk(client, head::<G>(stream, WriteHead::NEWLINE), bytes);
+}
+
+/// Formats `args` and writes the result to `stream` as one message, streamed in chunks of [`PRINT_BUFFER`] bytes.
+pub fn print<G: Gpu>(client: &Client<G>, stream: Stream, args: fmt::Arguments<'_>) {
+    if let Some(text) = args.as_str() {
+        return write(client, stream, text.as_bytes());
+    }
+    let mut chunks = Chunks { client, head: head::<G>(stream, 0), buffer: [0; PRINT_BUFFER], len: 0 };
+    // A formatting error (from a user's `Display`) still sends what was formatted so far.
+    let _ = fmt::Write::write_fmt(&mut chunks, args);
+    chunks.finish();
+}
+
+/// The target of the `print!` macros; on a GPU it calls the program's runtime through the hook `target_runtime!`
+/// defines. On the host it writes to the process's own streams.
+#[doc(hidden)]
+pub fn _print(stream: Stream, args: fmt::Arguments<'_>) {
+    #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+    {
+        unsafe extern "Rust" {
+            fn __gpu_startup_print(stream: Stream, args: fmt::Arguments<'_>);
+        }
+        // SAFETY: `target_runtime!`, which every program expands once through its target crate, defines the hook
+        // with exactly this signature.
+        unsafe { __gpu_startup_print(stream, args) }
+    }
+    #[cfg(all(not(any(target_arch = "nvptx64", target_arch = "amdgpu")), any(test, feature = "host")))]
+    {
+        use std::io::Write;
+        let _ = match stream {
+            Stream::Stdout => std::io::stdout().write_fmt(args),
+            Stream::Stderr => std::io::stderr().write_fmt(args),
+        };
+    }
+    #[cfg(all(not(any(target_arch = "nvptx64", target_arch = "amdgpu")), not(any(test, feature = "host"))))]
+    {
+        let _ = (stream, args);
+    }
+}
+
+/// The write head for the calling thread: the stream, `flags`, and the thread's key.
+fn head<G: Gpu>(stream: Stream, flags: u8) -> WriteHead {
+    let ids = G::thread_ids();
+    let [tx, ty, tz] = ids.thread.map(|n| u64::from(n & 0xffff));
+    let [bx, by, bz] = ids.block.map(u64::from);
+    let thread = tx | ty << 16 | tz << 32;
+    let group = bx | (by & 0xffff) << 32 | (bz & 0xffff) << 48;
+    // On the host every thread of a test has the same coordinates: tell OS threads apart instead.
+    #[cfg(all(not(any(target_arch = "nvptx64", target_arch = "amdgpu")), any(test, feature = "host")))]
+    let group = group ^ host_thread_number();
+    WriteHead { stream: stream as u32 as u8, flags, thread, group }
+}
+
+#[cfg(all(not(any(target_arch = "nvptx64", target_arch = "amdgpu")), any(test, feature = "host")))]
+fn host_thread_number() -> u64 {
+    use core::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    std::thread_local! {
+        static NUMBER: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    NUMBER.with(|number| *number)
+}
+
+/// Sends one chunk and waits for the host to take it, so chunks and messages keep the thread's order.
+fn send_chunk<G: Gpu>(client: &Client<G>, head: WriteHead, bytes: &[u8]) {
+    if !client.is_ready() {
+        return;
+    }
+    let mut port = client.open(opcode::WRITE);
+    port.send_n_with(head.encode(), bytes);
+    port.recv(|_| {});
+    port.close();
+}
+
+/// A thread's formatting buffer: full buffers go out as chunks marked [`WriteHead::MORE`].
+struct Chunks<'a, G: Gpu> {
+    client: &'a Client<G>,
+    head: WriteHead,
+    buffer: [u8; PRINT_BUFFER],
+    len: usize,
+}
+
+impl<G: Gpu> Chunks<'_, G> {
+    fn more(&self) -> WriteHead {
+        WriteHead { flags: self.head.flags | WriteHead::MORE, ..self.head }
+    }
+
+    fn finish(self) {
+        send_chunk(self.client, self.head, &self.buffer[..self.len]);
+    }
+}
+
+impl<G: Gpu> fmt::Write for Chunks<'_, G> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        let mut bytes = text.as_bytes();
+        while !bytes.is_empty() {
+            if self.len == 0 && bytes.len() >= PRINT_BUFFER {
+                // A long piece goes out directly, without a copy.
+                send_chunk(self.client, self.more(), bytes);
+                return Ok(());
+            }
+            let n = bytes.len().min(PRINT_BUFFER - self.len);
+            self.buffer[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+            self.len += n;
+            bytes = &bytes[n..];
+            if self.len == PRINT_BUFFER {
+                send_chunk(self.client, self.more(), &self.buffer);
+                self.len = 0;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Prints to the GPU program's stdout, like `std::print!`.
+#[macro_export]
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::io::_print($crate::io::Stream::Stdout, ::core::format_args!($($arg)*))
+    };
+}
+
+/// Prints a line to the GPU program's stdout, like `std::println!`; the line is written whole.
+#[macro_export]
+macro_rules! println {
+    () => {
+        $crate::io::_print($crate::io::Stream::Stdout, ::core::format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::io::_print($crate::io::Stream::Stdout, ::core::format_args!("{}\n", ::core::format_args!($($arg)*)))
+    };
+}
+
+/// Prints to the GPU program's stderr, like `std::eprint!`.
+#[macro_export]
+macro_rules! eprint {
+    ($($arg:tt)*) => {
+        $crate::io::_print($crate::io::Stream::Stderr, ::core::format_args!($($arg)*))
+    };
+}
+
+/// Prints a line to the GPU program's stderr, like `std::eprintln!`.
+#[macro_export]
+macro_rules! eprintln {
+    () => {
+        $crate::io::_print($crate::io::Stream::Stderr, ::core::format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::io::_print($crate::io::Stream::Stderr, ::core::format_args!("{}\n", ::core::format_args!($($arg)*)))
+    };
+}

@@ -1,0 +1,167 @@
+//! The GPU startup runtime, once for every target.
+//!
+//! A GPU program links a target crate (`startup-nvptx` or `startup-amdgpu`), which spells the kernels `_begin`,
+//! `_start` and `_end` and provides the intrinsics behind [`Gpu`]. Everything else lives here: walking the
+//! constructor and destructor arrays, `atexit`, `exit`, the RPC protocol to the host (client *and* server, from the
+//! same source), printing, and the kernel-argument structs that `gpu-loader` shares.
+//!
+//! The crate is `no_std` and builds on the host too, where [`gpu::HostThread`] stands in for a GPU lane, so its logic
+//! is tested with `cargo test`, under loom and under Miri.
+//!
+//! # Writing a program
+//! ```ignore
+//! #![no_std]
+//! use startup_common::{println, Args};
+//! #[cfg(target_arch = "nvptx64")]
+//! use startup_nvptx as _;
+//! #[cfg(target_arch = "amdgpu")]
+//! use startup_amdgpu as _;
+//!
+//! #[unsafe(no_mangle)]
+//! pub extern "C" fn main(argc: i32, argv: *mut *mut core::ffi::c_char, _envp: *mut *mut core::ffi::c_char) -> i32 {
+//!     println!("hello from the GPU");
+//!     0
+//! }
+//! ```
+#![no_std]
+
+#[cfg(any(test, feature = "host"))]
+extern crate std;
+
+pub mod abi;
+pub mod atexit;
+pub mod ctor;
+pub mod gpu;
+pub mod io;
+pub mod rpc;
+pub mod startup;
+
+pub use abi::{FiniCallback, InitCallback};
+pub use gpu::{Gpu, ThreadIds};
+pub use startup::{CallbackArrays, MainFn, Runtime};
+
+/// Ends the program with `status` after running the `atexit` handlers and destructors; C's `exit`.
+#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+pub fn exit(status: i32) -> ! {
+    unsafe extern "C" {
+        #[link_name = "exit"]
+        fn c_exit(status: core::ffi::c_int) -> !;
+    }
+    // SAFETY: `target_runtime!` defines `exit` with exactly this prototype in every program.
+    unsafe { c_exit(status) }
+}
+
+/// Ends the program abnormally without running any handler; C's `abort`. The loader exits with 134.
+#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+pub fn abort() -> ! {
+    unsafe extern "C" {
+        #[link_name = "abort"]
+        fn c_abort() -> !;
+    }
+    // SAFETY: `target_runtime!` defines `abort` with exactly this prototype in every program.
+    unsafe { c_abort() }
+}
+
+/// Registers `handler` to run at exit, before the handlers registered earlier; `false` when the registry is full.
+#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+pub fn atexit(handler: FiniCallback) -> bool {
+    unsafe extern "C" {
+        #[link_name = "atexit"]
+        fn c_atexit(handler: FiniCallback) -> core::ffi::c_int;
+    }
+    // SAFETY: `target_runtime!` defines `atexit` with exactly this prototype in every program.
+    unsafe { c_atexit(handler) == 0 }
+}
+
+/// Defines, in a target crate, the program's one [`Runtime`] and the C-linkage functions every program gets:
+/// `exit`, `abort`, `atexit`, `puts`, `fputs`/`fwrite` on `stdout` and `stderr`, and the hook behind
+/// [`print!`]. With the target crate's `panic-handler` feature, also the panic handler.
+///
+/// The target crate names its [`Gpu`] type; its kernels then call `RUNTIME.begin`, `RUNTIME.start` and
+/// `RUNTIME.end`.
+#[macro_export]
+macro_rules! target_runtime {
+    ($gpu:ty) => {
+        /// The processor this crate targets, for programs that want its lane and thread intrinsics.
+        pub type Target = $gpu;
+
+        /// The program's runtime state, shared by all its kernels.
+        pub static RUNTIME: $crate::Runtime<$gpu> = $crate::Runtime::new();
+
+        /// C's `exit`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn exit(status: ::core::ffi::c_int) -> ! {
+            RUNTIME.exit(status)
+        }
+
+        /// C's `abort`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn abort() -> ! {
+            RUNTIME.abort()
+        }
+
+        /// C's `atexit`: 0 on success, non-zero when the registry is full.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn atexit(handler: $crate::FiniCallback) -> ::core::ffi::c_int {
+            if RUNTIME.atexit(handler) { 0 } else { -1 }
+        }
+
+        /// C's `puts`: the string and a newline to stdout, as one line.
+        ///
+        /// # Safety
+        /// `text` must point to a NUL-terminated string.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn puts(text: *const ::core::ffi::c_char) -> ::core::ffi::c_int {
+            // SAFETY: the caller passes a C string, as `puts` requires.
+            let text = unsafe { ::core::ffi::CStr::from_ptr(text) };
+            $crate::io::write_line(RUNTIME.client(), $crate::io::Stream::Stdout, text.to_bytes());
+            0
+        }
+
+        /// The stream `stdout` names in C: its address identifies it.
+        #[unsafe(no_mangle)]
+        pub static mut stdout: *mut $crate::io::File = &$crate::io::STDOUT as *const _ as *mut _;
+        /// The stream `stderr` names in C.
+        #[unsafe(no_mangle)]
+        pub static mut stderr: *mut $crate::io::File = &$crate::io::STDERR as *const _ as *mut _;
+
+        /// C's `fputs` on `stdout` or `stderr`: the string is written whole, never interleaved with another thread's.
+        ///
+        /// # Safety
+        /// `text` must point to a NUL-terminated string and `stream` be `stdout` or `stderr`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn fputs(text: *const ::core::ffi::c_char, stream: *mut $crate::io::File) -> ::core::ffi::c_int {
+            // SAFETY: the caller passes a C string, as `fputs` requires.
+            let text = unsafe { ::core::ffi::CStr::from_ptr(text) };
+            match $crate::io::File::stream(stream) {
+                Some(stream) => { $crate::io::write(RUNTIME.client(), stream, text.to_bytes()); 0 }
+                None => -1,
+            }
+        }
+
+        /// C's `fwrite` on `stdout` or `stderr`; returns `count` on success, 0 for an unknown stream.
+        ///
+        /// # Safety
+        /// `data` must point to `size * count` readable bytes and `stream` be `stdout` or `stderr`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn fwrite(data: *const ::core::ffi::c_void, size: usize, count: usize, stream: *mut $crate::io::File) -> usize {
+            let Some(stream) = $crate::io::File::stream(stream) else { return 0 };
+            // SAFETY: the caller guarantees `size * count` readable bytes at `data`.
+            let bytes = unsafe { ::core::slice::from_raw_parts(data.cast::<u8>(), size.saturating_mul(count)) };
+            $crate::io::write(RUNTIME.client(), stream, bytes);
+            count
+        }
+
+        /// The link-time hook behind `print!` and friends.
+        #[unsafe(no_mangle)]
+        pub fn __gpu_startup_print(stream: $crate::io::Stream, args: ::core::fmt::Arguments<'_>) {
+            $crate::io::print(RUNTIME.client(), stream, args)
+        }
+
+        #[cfg(feature = "panic-handler")]
+        #[panic_handler]
+        fn panic(info: &::core::panic::PanicInfo<'_>) -> ! {
+            RUNTIME.panic(info)
+        }
+    };
+}

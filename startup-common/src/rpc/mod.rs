@@ -1,0 +1,335 @@
+//! The RPC channel between GPU threads (clients) and the host (server), one protocol for both sides.
+//!
+//! The channel is a region of host-pinned, device-mapped memory divided into *ports*. A port carries one message at
+//! a time between one lane group (a warp or wavefront, or the lanes of one that are active together) and the host.
+//! Each port has two mailbox words, one written only by the client (its outbox, the server's inbox) and one written
+//! only by the server; the side whose turn it is owns the port's header and packet buffers:
+//!
+//! - the client owns the buffers while `client_out == server_out`,
+//! - the server owns them while `client_out != server_out`.
+//!
+//! A side hands the buffers over by toggling its own mailbox with a release store, and takes them by observing the
+//! other side's toggle with an acquire load, so every buffer word is written by exactly one side between two
+//! hand-offs. Client lane groups serialize on a port through a lock bit kept in device memory (inside [`Client`]);
+//! the server is a single host thread and needs no lock. `docs/rpc.md` gives the layout, the state machine and the
+//! argument for why it is correct.
+//!
+//! Every word of the region is accessed atomically (relaxed for payload, acquire/release for the mailboxes), so the
+//! protocol has no data race in Rust's model, runs under Miri, and is modelled under loom with the same source
+//! (`--cfg loom` swaps the atomic types).
+
+mod client;
+#[cfg(any(test, feature = "host"))]
+mod host;
+mod server;
+#[cfg(test)]
+mod tests;
+
+pub use client::{Client, Port};
+#[cfg(any(test, feature = "host"))]
+pub use host::{HostRegion, Received};
+pub use server::{Server, ServerPort, StreamPiece};
+
+#[cfg(all(loom, not(any(test, feature = "host"))))]
+compile_error!("the loom models need `std`: build them with `--features host`");
+
+/// The atomic types of the region and the client locks: loom's when modelling, core's otherwise.
+pub(crate) mod sync {
+    #[cfg(not(loom))]
+    pub(crate) use core::sync::atomic::{AtomicU32, AtomicU64};
+    #[cfg(loom)]
+    pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64};
+
+    /// A pause in a loop that waits for the other side; under loom it lets the model schedule another thread.
+    #[inline(always)]
+    pub(crate) fn spin_pause() {
+        #[cfg(loom)]
+        loom::thread::yield_now();
+        #[cfg(not(loom))]
+        core::hint::spin_loop();
+    }
+}
+
+use sync::AtomicU64;
+
+/// The most ports a region may hold (the client's lock bits are sized for this many).
+pub const MAX_PORTS: u32 = 4096;
+
+/// The port count the loader uses unless told otherwise: enough for every warp of a large GPU to find a free port
+/// quickly, small enough that the server's scan over all mailboxes stays well under a microsecond.
+pub const DEFAULT_PORT_COUNT: u32 = 1024;
+
+/// The most lanes in a group (AMD's wavefront); lane masks are `u64`.
+pub const MAX_LANES: u32 = 64;
+
+/// 64-bit words in one lane's packet buffer: a packet moves 64 bytes per lane.
+pub const PACKET_WORDS: usize = 8;
+
+/// Bytes in one lane's packet.
+pub const PACKET_BYTES: usize = PACKET_WORDS * 8;
+
+/// The numbered operations. The host keeps a handler per opcode; new operations take new numbers and change nothing
+/// in the protocol. `docs/rpc.md` has the table with each message's packets.
+pub mod opcode {
+    /// Write bytes to stdout or stderr: a stream with a 2-word [`WriteHead`](super::WriteHead); replied with one
+    /// packet (word 0: bytes accepted).
+    pub const WRITE: u32 = 1;
+    /// End the program: one packet, word 0 = the exit status (`c_int`, sign-extended). No reply.
+    pub const EXIT: u32 = 2;
+    /// End the program abnormally: one empty packet. No reply.
+    pub const ABORT: u32 = 3;
+    /// Test: each lane sends word 0, the host replies with word 0 + 1.
+    pub const TEST_INCREMENT: u32 = 0x100;
+    /// Test: each lane streams bytes, the host streams the same bytes back.
+    pub const TEST_ECHO: u32 = 0x101;
+    /// Test: one empty packet each way, for measuring the round trip alone.
+    pub const TEST_NOOP: u32 = 0x102;
+    /// Opcodes from here on are free for programs and loaders to define.
+    pub const FIRST_USER: u32 = 0x1_0000;
+}
+
+/// The 2 head words of a [`opcode::WRITE`] stream: which stream, whether more chunks of the same message follow, and
+/// the key of the writing thread, under which the host reassembles chunks so each message is written whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WriteHead {
+    /// [`crate::io::Stream`] as a number: 1 stdout, 2 stderr.
+    pub stream: u8,
+    /// [`WriteHead::MORE`] and [`WriteHead::NEWLINE`].
+    pub flags: u8,
+    /// Identifies the writing thread: with [`WriteHead::group`], unique among the threads running at once.
+    pub thread: u64,
+    /// The writing thread's block, packed (or, on the host, a per-OS-thread number).
+    pub group: u64,
+}
+
+impl WriteHead {
+    /// Words this head takes in the first packet.
+    pub const WORDS: usize = 2;
+    /// More chunks of this message follow: the host holds the bytes until the last chunk.
+    pub const MORE: u8 = 1;
+    /// The host appends `'\n'` after the bytes (and after any chunks held before them).
+    pub const NEWLINE: u8 = 2;
+
+    /// The head as it travels: word 0 = stream | flags << 8 | (thread & 2^48-1) << 16, word 1 = group.
+    pub const fn encode(&self) -> [u64; 2] {
+        [self.stream as u64 | (self.flags as u64) << 8 | (self.thread & 0xffff_ffff_ffff) << 16, self.group]
+    }
+
+    pub const fn decode(words: [u64; 2]) -> Self {
+        Self { stream: words[0] as u8, flags: (words[0] >> 8) as u8, thread: words[0] >> 16, group: words[1] }
+    }
+
+    /// The key under which the host gathers one message's chunks: the writing thread and the stream.
+    pub const fn key(&self) -> (u64, u64, u8) {
+        (self.thread, self.group, self.stream)
+    }
+}
+
+/// Where everything lives in the region, for `port_count` ports of `lane_size` lanes. All offsets are in 64-bit
+/// words from the region's start; the region must be zeroed and 64-byte aligned (pinned allocations are page
+/// aligned).
+///
+/// ```text
+/// word 0                       client outbox of port 0, 1, ..., P-1   (device writes, host reads)
+/// word S = round_up(P, 8)      server outbox of port 0, 1, ..., P-1   (host writes, device reads)
+/// word 2S + p * (8 + 8L)       port p: header line [opcode, lane mask, 6 reserved words]
+///      ... + 8 + w * L + l     port p: packet word w (0..8) of lane l (lanes interleaved, so a warp's
+///                              stores of one word are one contiguous 8L-byte block)
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    port_count: u32,
+    lane_size: u32,
+}
+
+impl Layout {
+    /// Required alignment of the region, in bytes.
+    pub const ALIGN: usize = 64;
+
+    /// The layout for `port_count` ports (1 to [`MAX_PORTS`]) of `lane_size` lanes (1 to [`MAX_LANES`]).
+    ///
+    /// # Panics
+    /// When either count is out of range.
+    pub const fn new(port_count: u32, lane_size: u32) -> Self {
+        assert!(port_count >= 1 && port_count <= MAX_PORTS, "port count out of range");
+        assert!(lane_size >= 1 && lane_size <= MAX_LANES, "lane size out of range");
+        Self { port_count, lane_size }
+    }
+
+    pub const fn port_count(&self) -> u32 {
+        self.port_count
+    }
+
+    pub const fn lane_size(&self) -> u32 {
+        self.lane_size
+    }
+
+    const fn mailbox_words(&self) -> usize {
+        (self.port_count as usize).next_multiple_of(8)
+    }
+
+    const fn port_words(&self) -> usize {
+        8 + PACKET_WORDS * self.lane_size as usize
+    }
+
+    /// Size of the region in 64-bit words.
+    pub const fn words(&self) -> usize {
+        2 * self.mailbox_words() + self.port_count as usize * self.port_words()
+    }
+
+    /// Size of the region in bytes: what the loader allocates (host-pinned, device-mapped, zeroed).
+    pub const fn size(&self) -> usize {
+        self.words() * 8
+    }
+
+    /// Word index of port `port`'s client outbox.
+    pub const fn client_outbox(&self, port: u32) -> usize {
+        port as usize
+    }
+
+    /// Word index of port `port`'s server outbox.
+    pub const fn server_outbox(&self, port: u32) -> usize {
+        self.mailbox_words() + port as usize
+    }
+
+    /// Word index of port `port`'s header line: word 0 opcode, word 1 lane mask.
+    pub const fn header(&self, port: u32) -> usize {
+        2 * self.mailbox_words() + port as usize * self.port_words()
+    }
+
+    /// Word index of packet word `word` of lane `lane` in port `port`.
+    pub const fn packet_word(&self, port: u32, word: usize, lane: u32) -> usize {
+        self.header(port) + 8 + word * self.lane_size as usize + lane as usize
+    }
+}
+
+/// The region size in bytes for `port_count` ports of `lane_size` lanes; see [`Layout`].
+pub const fn region_size(port_count: u32, lane_size: u32) -> usize {
+    Layout::new(port_count, lane_size).size()
+}
+
+/// A view of a region: its first word and its layout. Every accessor returns an atomic in the region.
+#[derive(Clone, Copy)]
+pub(crate) struct Region {
+    base: *const AtomicU64,
+    layout: Layout,
+}
+
+impl Region {
+    /// # Safety
+    /// `base` must point to `layout.size()` bytes, 8-byte aligned, that hold `AtomicU64`s (zeroed memory does; under
+    /// loom they must be loom atomics, see [`HostRegion`]) and stay valid, accessed only atomically, for as long as
+    /// any copy of the returned view is used.
+    pub(crate) const unsafe fn new(base: *const AtomicU64, layout: Layout) -> Self {
+        Self { base, layout }
+    }
+
+    pub(crate) fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    #[inline(always)]
+    fn word(&self, index: usize) -> &AtomicU64 {
+        debug_assert!(index < self.layout.words());
+        // SAFETY: `new`'s contract makes every word below `layout.words()` a live atomic for as long as `self` is
+        // used, and all callers compute `index` from the layout of a valid port and lane.
+        unsafe { &*self.base.add(index) }
+    }
+
+    #[inline(always)]
+    pub(crate) fn client_outbox(&self, port: u32) -> &AtomicU64 {
+        self.word(self.layout.client_outbox(port))
+    }
+
+    #[inline(always)]
+    pub(crate) fn server_outbox(&self, port: u32) -> &AtomicU64 {
+        self.word(self.layout.server_outbox(port))
+    }
+
+    #[inline(always)]
+    pub(crate) fn opcode(&self, port: u32) -> &AtomicU64 {
+        self.word(self.layout.header(port))
+    }
+
+    #[inline(always)]
+    pub(crate) fn mask(&self, port: u32) -> &AtomicU64 {
+        self.word(self.layout.header(port) + 1)
+    }
+
+    #[inline(always)]
+    pub(crate) fn packet(&self, port: u32, lane: u32) -> Packet<'_> {
+        Packet { region: self, first: self.layout.packet_word(port, 0, lane) }
+    }
+}
+
+/// One lane's packet buffer in a port: [`PACKET_WORDS`] words. Only the side that owns the port touches it.
+#[derive(Clone, Copy)]
+pub struct Packet<'a> {
+    region: &'a Region,
+    first: usize,
+}
+
+impl Packet<'_> {
+    /// Word `index` (below [`PACKET_WORDS`]).
+    #[inline(always)]
+    pub fn get(&self, index: usize) -> u64 {
+        assert!(index < PACKET_WORDS);
+        self.region.word(self.first + index * self.region.layout.lane_size as usize).load(core::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sets word `index` (below [`PACKET_WORDS`]).
+    #[inline(always)]
+    pub fn set(&self, index: usize, value: u64) {
+        assert!(index < PACKET_WORDS);
+        self.region
+            .word(self.first + index * self.region.layout.lane_size as usize)
+            .store(value, core::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Up to 8 bytes of `bytes` from `offset`, little-endian, zero-padded; 0 past the end.
+#[inline(always)]
+pub(crate) fn gather(bytes: &[u8], offset: usize) -> u64 {
+    match bytes.get(offset..) {
+        Some(rest) if rest.len() >= 8 => u64::from_le_bytes([rest[0], rest[1], rest[2], rest[3], rest[4], rest[5], rest[6], rest[7]]),
+        Some(rest) => {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            u64::from_le_bytes(word)
+        }
+        None => 0,
+    }
+}
+
+/// Stores the bytes of `word` at `offset` of `out`, as many as fit below `limit` and `out.len()`.
+#[inline(always)]
+pub(crate) fn scatter(out: &mut [u8], offset: usize, limit: usize, word: u64) {
+    let end = limit.min(out.len());
+    if offset < end {
+        let n = (end - offset).min(8);
+        out[offset..offset + n].copy_from_slice(&word.to_le_bytes()[..n]);
+    }
+}
+
+/// Bytes the first packet of a stream carries for each lane, after the length word and `head_words` head words.
+pub const fn first_packet_bytes(head_words: usize) -> usize {
+    (PACKET_WORDS - 1 - head_words) * 8
+}
+
+/// Packets a stream of `len` bytes per lane takes with `head_words` head words: at least 1.
+pub const fn stream_packets(len: u64, head_words: usize) -> u64 {
+    let first = first_packet_bytes(head_words) as u64;
+    if len <= first { 1 } else { 1 + (len - first).div_ceil(PACKET_BYTES as u64) }
+}
+
+/// The lanes set in `mask`, lowest first.
+pub fn lanes(mut mask: u64) -> impl Iterator<Item = u32> {
+    core::iter::from_fn(move || {
+        if mask == 0 {
+            return None;
+        }
+        let lane = mask.trailing_zeros();
+        mask &= mask - 1;
+        Some(lane)
+    })
+}

@@ -1,0 +1,235 @@
+//! The host side: [`Server`] finds ports with pending messages, [`ServerPort`] moves packets for every lane of the
+//! group that sent the message. One host thread drives a server; it needs no locks.
+
+use core::ffi::c_void;
+use core::sync::atomic::Ordering;
+
+use super::sync::{AtomicU64, spin_pause};
+use super::{Layout, PACKET_BYTES, PACKET_WORDS, Packet, Region, first_packet_bytes, gather, lanes, stream_packets};
+
+/// The host's end of the channel.
+pub struct Server {
+    region: Region,
+}
+
+// SAFETY: the server only holds the region's address; the region is shared memory accessed atomically, and the
+// server's side of the protocol is driven by one thread at a time through `&mut self`.
+unsafe impl Send for Server {}
+
+impl Server {
+    /// A server for the region at `region` (the host's address of it) with `port_count` ports of `lane_size` lanes.
+    ///
+    /// # Safety
+    /// `region` must point to `Layout::new(port_count, lane_size).size()` bytes, 64-byte aligned, zeroed before any
+    /// client used it, holding `AtomicU64`s (under loom: a [`HostRegion`](super::HostRegion)), valid while the server
+    /// lives; and no other server may serve it at the same time.
+    pub unsafe fn new(region: *mut c_void, port_count: u32, lane_size: u32) -> Self {
+        let layout = Layout::new(port_count, lane_size);
+        // SAFETY: the caller's contract is `Region::new`'s.
+        Self { region: unsafe { Region::new(region.cast::<AtomicU64>().cast_const(), layout) } }
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.region.layout()
+    }
+
+    pub fn port_count(&self) -> u32 {
+        self.region.layout().port_count()
+    }
+
+    /// Whether a client has handed port `port` to the server: a message is waiting there.
+    #[inline]
+    pub fn is_pending(&self, port: u32) -> bool {
+        self.region.client_outbox(port).load(Ordering::Acquire) != self.region.server_outbox(port).load(Ordering::Relaxed)
+    }
+
+    /// Opens port `port` if a message is waiting there. The handler then mirrors the client's calls; dropping the
+    /// port (or [`ServerPort::close`]) ends the message and hands the buffers back if the server holds them.
+    pub fn open(&mut self, port: u32) -> Option<ServerPort<'_>> {
+        if port >= self.port_count() || !self.is_pending(port) {
+            return None;
+        }
+        let out = self.region.server_outbox(port).load(Ordering::Relaxed);
+        let lane_bits = u64::MAX >> (64 - self.layout().lane_size());
+        let opcode = self.region.opcode(port).load(Ordering::Relaxed) as u32;
+        let mask = self.region.mask(port).load(Ordering::Relaxed) & lane_bits;
+        Some(ServerPort { region: &self.region, index: port, out, owns: true, receive: false, opcode, mask })
+    }
+
+    /// The first port with a waiting message at or after `from` (wrapping around), if any.
+    pub fn next_pending(&self, from: u32) -> Option<u32> {
+        let count = self.port_count();
+        (from..count).chain(0..from.min(count)).find(|&port| self.is_pending(port))
+    }
+}
+
+/// A message being served: its opcode, the lanes that sent it, and the packet operations mirroring
+/// [`Port`](super::Port)'s. Each operation covers every lane of [`ServerPort::lane_mask`].
+pub struct ServerPort<'a> {
+    region: &'a Region,
+    index: u32,
+    out: u64,
+    owns: bool,
+    receive: bool,
+    opcode: u32,
+    mask: u64,
+}
+
+/// One piece of a stream received by [`ServerPort::recv_n_with`]: `bytes` are the lane's bytes at `offset` of its
+/// `total`. Each lane gets a piece at offset 0 (empty when `total` is 0), then one per further packet it fills.
+#[derive(Debug)]
+pub struct StreamPiece<'a, const H: usize> {
+    pub lane: u32,
+    pub head: &'a [u64; H],
+    pub total: u64,
+    pub offset: u64,
+    pub bytes: &'a [u8],
+}
+
+impl ServerPort<'_> {
+    pub fn opcode(&self) -> u32 {
+        self.opcode
+    }
+
+    /// The lanes of the group that sent the message.
+    pub fn lane_mask(&self) -> u64 {
+        self.mask
+    }
+
+    /// The lanes of [`ServerPort::lane_mask`], lowest first.
+    pub fn lanes(&self) -> impl Iterator<Item = u32> + use<> {
+        lanes(self.mask)
+    }
+
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    fn wait_for_ownership(&mut self) {
+        if self.owns {
+            return;
+        }
+        // The server owns the buffers while the client's outbox differs from its own.
+        while self.region.client_outbox(self.index).load(Ordering::Acquire) == self.out {
+            spin_pause();
+        }
+        self.owns = true;
+    }
+
+    fn toggle(&mut self) {
+        self.out ^= 1;
+        self.region.server_outbox(self.index).store(self.out, Ordering::Release);
+        self.owns = false;
+    }
+
+    /// Waits for the client's next packet and reads it, lane by lane.
+    pub fn recv(&mut self, mut read: impl FnMut(u32, Packet<'_>)) {
+        if self.receive {
+            self.toggle();
+        }
+        self.wait_for_ownership();
+        for lane in lanes(self.mask) {
+            read(lane, self.region.packet(self.index, lane));
+        }
+        self.receive = true;
+    }
+
+    /// Fills a packet, lane by lane, and hands it to the client.
+    pub fn send(&mut self, mut fill: impl FnMut(u32, Packet<'_>)) {
+        self.wait_for_ownership();
+        for lane in lanes(self.mask) {
+            fill(lane, self.region.packet(self.index, lane));
+        }
+        self.toggle();
+        self.receive = false;
+    }
+
+    /// Receives a stream sent by the client's `send_n`, handing each lane's bytes to `sink` piece by piece.
+    pub fn recv_n(&mut self, mut sink: impl FnMut(StreamPiece<'_, 0>)) {
+        self.recv_n_with::<0>(&mut sink)
+    }
+
+    /// Receives a stream sent by the client's `send_n_with::<H>`.
+    pub fn recv_n_with<const H: usize>(&mut self, mut sink: impl FnMut(StreamPiece<'_, H>)) {
+        const { assert!(H < PACKET_WORDS - 1, "at most 6 head words") };
+        let mut heads = [[0u64; H]; 64];
+        let mut totals = [0u64; 64];
+        let mut bytes = [0u8; PACKET_BYTES];
+        let mut packets = 1;
+        self.recv(|lane, packet| {
+            let lane = lane as usize;
+            totals[lane] = packet.get(0);
+            for (word, value) in heads[lane].iter_mut().enumerate() {
+                *value = packet.get(1 + word);
+            }
+            let n = totals[lane].min(first_packet_bytes(H) as u64) as usize;
+            for word in 0..n.div_ceil(8) {
+                bytes[word * 8..word * 8 + 8].copy_from_slice(&packet.get(1 + H + word).to_le_bytes());
+            }
+            packets = packets.max(stream_packets(totals[lane], H));
+            sink(StreamPiece { lane: lane as u32, head: &heads[lane], total: totals[lane], offset: 0, bytes: &bytes[..n] });
+        });
+        let mut offset = first_packet_bytes(H) as u64;
+        for _ in 1..packets {
+            self.recv(|lane, packet| {
+                let lane = lane as usize;
+                if offset < totals[lane] {
+                    let n = (totals[lane] - offset).min(PACKET_BYTES as u64) as usize;
+                    for word in 0..n.div_ceil(8) {
+                        bytes[word * 8..word * 8 + 8].copy_from_slice(&packet.get(word).to_le_bytes());
+                    }
+                    sink(StreamPiece { lane: lane as u32, head: &heads[lane], total: totals[lane], offset, bytes: &bytes[..n] });
+                }
+            });
+            offset += PACKET_BYTES as u64;
+        }
+    }
+
+    /// Streams to each lane the bytes `source(lane)` gives, in as many packets as the longest needs.
+    pub fn send_n<'d>(&mut self, source: impl Fn(u32) -> &'d [u8]) {
+        self.send_n_with::<0, _>(|lane| ([], source(lane)))
+    }
+
+    /// Like [`ServerPort::send_n`] with `H` head words per lane in the first packet.
+    pub fn send_n_with<'d, const H: usize, F: Fn(u32) -> ([u64; H], &'d [u8])>(&mut self, source: F) {
+        const { assert!(H < PACKET_WORDS - 1, "at most 6 head words") };
+        let packets = lanes(self.mask).map(|lane| stream_packets(source(lane).1.len() as u64, H)).max().unwrap_or(1);
+        self.send(|lane, packet| {
+            let (head, data) = source(lane);
+            packet.set(0, data.len() as u64);
+            for (word, value) in head.iter().enumerate() {
+                packet.set(1 + word, *value);
+            }
+            for word in 0..PACKET_WORDS - 1 - H {
+                if word * 8 < data.len() {
+                    packet.set(1 + H + word, gather(data, word * 8));
+                }
+            }
+        });
+        let mut offset = first_packet_bytes(H);
+        for _ in 1..packets {
+            self.send(|lane, packet| {
+                let data = source(lane).1;
+                for word in 0..PACKET_WORDS {
+                    if offset + word * 8 < data.len() {
+                        packet.set(word, gather(data, offset + word * 8));
+                    }
+                }
+            });
+            offset += PACKET_BYTES;
+        }
+    }
+
+    /// Ends the message (as dropping the port does).
+    pub fn close(self) {}
+}
+
+impl Drop for ServerPort<'_> {
+    /// The server is the passive side: if it holds the buffers when the message ends, it hands them back, which
+    /// frees the port for the next client.
+    fn drop(&mut self) {
+        if self.owns {
+            self.toggle();
+        }
+    }
+}

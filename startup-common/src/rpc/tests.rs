@@ -1,0 +1,340 @@
+//! Protocol tests on one region in ordinary memory: single-threaded sequences (quick under Miri), a few threads, and
+//! the loom models of the port hand-off.
+
+use super::*;
+use crate::gpu::HostThread;
+
+#[cfg(not(loom))]
+mod plain {
+    use super::*;
+    use std::sync::Arc;
+    use std::vec::Vec;
+
+    fn setup(ports: u32) -> (HostRegion, Client<HostThread>) {
+        let region = HostRegion::new(Layout::new(ports, 1));
+        let client = Client::new();
+        // SAFETY: a fresh zeroed region laid out for `ports` ports of one lane; the tests keep it alive while the
+        // client is used.
+        unsafe { client.reset(region.as_ptr(), ports) };
+        (region, client)
+    }
+
+    fn server(region: &HostRegion) -> Server {
+        let layout = region.layout();
+        // SAFETY: the region outlives the server in every test, and each test has one server.
+        unsafe { Server::new(region.as_ptr(), layout.port_count(), layout.lane_size()) }
+    }
+
+    #[test]
+    fn layout_sizes_and_offsets() {
+        let layout = Layout::new(4, 32);
+        // 2 mailbox blocks of 8 words (rounded up), then 4 ports of a header line and 8 words × 32 lanes.
+        assert_eq!(layout.words(), 2 * 8 + 4 * (8 + 8 * 32));
+        assert_eq!(layout.size(), layout.words() * 8);
+        assert_eq!(layout.client_outbox(3), 3);
+        assert_eq!(layout.server_outbox(0), 8);
+        assert_eq!(layout.header(1), 16 + 264);
+        assert_eq!(layout.packet_word(1, 2, 5), 16 + 264 + 8 + 2 * 32 + 5);
+        assert_eq!(region_size(DEFAULT_PORT_COUNT, 32), 2 * 1024 * 8 + 1024 * (64 + 2048));
+        assert_eq!(region_size(MAX_PORTS, 64), 2 * 4096 * 8 + 4096 * (64 + 4096));
+        assert_eq!(region_size(1, 1), 2 * 64 + 128);
+        // Every port's packet block starts on a cache line, so a warp's store of one word is whole lines.
+        for lanes in [1, 32, 64] {
+            let layout = Layout::new(13, lanes);
+            for port in 0..13 {
+                assert_eq!(layout.header(port) * 8 % Layout::ALIGN, 0);
+            }
+            assert_eq!(layout.size() % Layout::ALIGN, 0);
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "port count out of range")]
+    fn too_many_ports_are_refused() {
+        let _ = Layout::new(MAX_PORTS + 1, 32);
+    }
+
+    #[test]
+    fn stream_packet_counts() {
+        assert_eq!(first_packet_bytes(0), 56);
+        assert_eq!(first_packet_bytes(2), 40);
+        assert_eq!(stream_packets(0, 0), 1);
+        assert_eq!(stream_packets(56, 0), 1);
+        assert_eq!(stream_packets(57, 0), 2);
+        assert_eq!(stream_packets(56 + 64, 0), 2);
+        assert_eq!(stream_packets(56 + 65, 0), 3);
+        assert_eq!(stream_packets(41, 2), 2);
+    }
+
+    #[test]
+    fn write_head_round_trips() {
+        let head = WriteHead { stream: 2, flags: WriteHead::MORE | WriteHead::NEWLINE, thread: 0x1234_5678_9abc, group: u64::MAX };
+        assert_eq!(WriteHead::decode(head.encode()), head);
+    }
+
+    #[test]
+    fn unready_client_reports_it() {
+        let client = Client::<HostThread>::new();
+        assert!(!client.is_ready());
+        let (_region, client) = setup(1);
+        assert!(client.is_ready());
+    }
+
+    /// One thread plays both sides; each wait is already satisfied when it comes, so this is quick under Miri.
+    #[test]
+    fn request_reply_in_one_thread() {
+        let (region, client) = setup(2);
+        let mut server = server(&region);
+        assert_eq!(server.next_pending(0), None);
+
+        let mut port = client.open(opcode::TEST_INCREMENT);
+        let index = port.index();
+        port.send(|packet| packet.set(0, 41));
+        assert!(server.is_pending(index));
+        {
+            let mut sport = server.open(index).expect("pending");
+            assert_eq!((sport.opcode(), sport.lane_mask()), (opcode::TEST_INCREMENT, 1));
+            let mut value = 0;
+            sport.recv(|lane, packet| {
+                assert_eq!(lane, 0);
+                value = packet.get(0);
+            });
+            sport.send(|_, packet| packet.set(0, value + 1));
+        }
+        assert!(!server.is_pending(index));
+        let mut reply = 0;
+        port.recv(|packet| reply = packet.get(0));
+        port.close();
+        assert_eq!(reply, 42);
+
+        // The port is free again: the next open may take it.
+        let mut port = client.open(opcode::EXIT);
+        port.send(|packet| packet.set(0, -5i64 as u64));
+        port.close();
+        let index = server.next_pending(0).expect("the exit is waiting");
+        let mut sport = server.open(index).unwrap();
+        assert_eq!(sport.opcode(), opcode::EXIT);
+        sport.recv(|_, packet| assert_eq!(packet.get(0) as i64, -5));
+        sport.close();
+        assert_eq!(server.next_pending(0), None);
+    }
+
+    /// A send-only message leaves the port with the server until it is served: other opens skip it.
+    #[test]
+    fn busy_port_is_skipped() {
+        let (region, client) = setup(2);
+        let mut server = server(&region);
+        let mut first = client.open(opcode::ABORT);
+        first.send(|_| {});
+        let busy = first.index();
+        first.close();
+        let second = client.open(opcode::TEST_NOOP);
+        assert_ne!(second.index(), busy);
+        drop(second);
+        server.open(busy).unwrap().recv(|_, _| {});
+    }
+
+    #[test]
+    fn streams_of_every_boundary_length() {
+        let (region, client) = setup(1);
+        let mut server = server(&region);
+        for len in [0, 1, 7, 8, 55, 56, 57, 120, 121, 200] {
+            let input: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+            // Each packet after the first waits for the other side to take the previous one: a client thread.
+            std::thread::scope(|scope| {
+                let worker = scope.spawn(|| {
+                    let mut output = [0u8; 256];
+                    let n = client.test_echo(&input, &mut output);
+                    (n, output)
+                });
+                let mut served = false;
+                while !served {
+                    if let Some(mut port) = server.open(0) {
+                        let received = port.recv_n_vec::<0>();
+                        assert_eq!(received.len(), 1);
+                        assert_eq!(received[0].data, input);
+                        port.send_n(|_| &received[0].data);
+                        served = true;
+                    }
+                }
+                let (n, output) = worker.join().unwrap();
+                assert_eq!(n, len);
+                assert_eq!(&output[..len], &input[..]);
+            });
+        }
+    }
+
+    /// A few threads against one server thread over 2 ports: every increment answered exactly once.
+    #[test]
+    fn few_threads_increment() {
+        let threads = if cfg!(miri) { 3 } else { 8 };
+        let rounds = if cfg!(miri) { 4 } else { 500 };
+        let (region, client) = setup(2);
+        let client = Arc::new(client);
+        let mut server = server(&region);
+        std::thread::scope(|scope| {
+            for t in 0..threads {
+                let client = &client;
+                scope.spawn(move || {
+                    for r in 0..rounds {
+                        let value = (t * 1_000_000 + r) as u64;
+                        assert_eq!(client.test_increment(value), value + 1);
+                    }
+                });
+            }
+            let mut served = 0;
+            while served < threads * rounds {
+                for index in 0..2 {
+                    if let Some(mut port) = server.open(index) {
+                        let mut value = 0;
+                        port.recv(|_, packet| value = packet.get(0));
+                        port.send(|_, packet| packet.set(0, value + 1));
+                        served += 1;
+                    }
+                }
+                std::thread::yield_now();
+            }
+        });
+    }
+}
+
+/// Loom models of the hand-off: `RUSTFLAGS="--cfg loom" cargo test -p startup-common --release --features host loom`.
+#[cfg(loom)]
+mod loom_models {
+    use super::*;
+    use loom::thread;
+    use std::sync::Arc;
+
+    fn builder() -> loom::model::Builder {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(2);
+        // The clients and the server poll; each poll is a branch.
+        builder.max_branches = 100_000;
+        builder
+    }
+
+    fn setup(ports: u32) -> (Arc<HostRegion>, Arc<Client<HostThread>>) {
+        let region = Arc::new(HostRegion::new(Layout::new(ports, 1)));
+        let client = Arc::new(Client::new());
+        // SAFETY: a fresh region of loom atomics for `ports` ports of one lane, kept alive by the `Arc`s until every
+        // thread of the model is joined.
+        unsafe { client.reset(region.as_ptr(), ports) };
+        (region, client)
+    }
+
+    /// Serves `messages` increments (or one-packet sends, answered when `reply`) and returns what was received.
+    fn serve(region: &HostRegion, messages: usize) -> std::vec::Vec<(u32, u64)> {
+        let layout = region.layout();
+        // SAFETY: the region outlives this function; the model has one server.
+        let mut server = unsafe { Server::new(region.as_ptr(), layout.port_count(), layout.lane_size()) };
+        let mut seen = std::vec::Vec::new();
+        while seen.len() < messages {
+            let mut any = false;
+            for index in 0..layout.port_count() {
+                if let Some(mut port) = server.open(index) {
+                    any = true;
+                    let opcode = port.opcode();
+                    let mut value = 0;
+                    port.recv(|_, packet| value = packet.get(0));
+                    if opcode == opcode::TEST_INCREMENT {
+                        port.send(|_, packet| packet.set(0, value + 1));
+                    }
+                    seen.push((opcode, value));
+                }
+            }
+            if !any {
+                thread::yield_now();
+            }
+        }
+        seen
+    }
+
+    /// Two clients share one port: the lock and the ownership check serialize them, and each reply reaches the
+    /// client that asked.
+    #[test]
+    fn loom_two_clients_one_port() {
+        builder().check(|| {
+            let (region, client) = setup(1);
+            let workers: std::vec::Vec<_> = (0..2u64)
+                .map(|n| {
+                    let client = client.clone();
+                    thread::spawn(move || assert_eq!(client.test_increment(10 * n + 1), 10 * n + 2))
+                })
+                .collect();
+            let mut seen = serve(&region, 2);
+            seen.sort();
+            assert_eq!(seen, [(opcode::TEST_INCREMENT, 1), (opcode::TEST_INCREMENT, 11)]);
+            for worker in workers {
+                worker.join().unwrap();
+            }
+        });
+    }
+
+    /// Two clients, two ports: they may pick either port; nothing is lost or duplicated.
+    #[test]
+    fn loom_two_clients_two_ports() {
+        builder().check(|| {
+            let (region, client) = setup(2);
+            let workers: std::vec::Vec<_> = (0..2u64)
+                .map(|n| {
+                    let client = client.clone();
+                    thread::spawn(move || assert_eq!(client.test_increment(n + 5), n + 6))
+                })
+                .collect();
+            let mut seen = serve(&region, 2);
+            seen.sort();
+            assert_eq!(seen, [(opcode::TEST_INCREMENT, 5), (opcode::TEST_INCREMENT, 6)]);
+            for worker in workers {
+                worker.join().unwrap();
+            }
+        });
+    }
+
+    /// A fire-and-forget message (EXIT) leaves the port with the server; a second client on the only port must wait
+    /// for the server to finish it, and must not see or clobber its packet.
+    #[test]
+    fn loom_send_only_then_request_on_one_port() {
+        builder().check(|| {
+            let (region, client) = setup(1);
+            let exiting = {
+                let client = client.clone();
+                thread::spawn(move || client.exit(3))
+            };
+            let asking = {
+                let client = client.clone();
+                thread::spawn(move || assert_eq!(client.test_increment(7), 8))
+            };
+            let mut seen = serve(&region, 2);
+            seen.sort();
+            assert_eq!(seen, [(opcode::EXIT, 3), (opcode::TEST_INCREMENT, 7)]);
+            exiting.join().unwrap();
+            asking.join().unwrap();
+        });
+    }
+
+    /// A two-packet stream each way between one client and the server.
+    #[test]
+    fn loom_multi_packet_echo() {
+        builder().check(|| {
+            let (region, client) = setup(1);
+            let worker = thread::spawn(move || {
+                let input: std::vec::Vec<u8> = (0..70).collect();
+                let mut output = [0u8; 70];
+                assert_eq!(client.test_echo(&input, &mut output), 70);
+                assert_eq!(&output[..], &input[..]);
+            });
+            // SAFETY: the region outlives the server; the model has one server.
+            let mut server = unsafe { Server::new(region.as_ptr(), 1, 1) };
+            loop {
+                if let Some(mut port) = server.open(0) {
+                    let received = port.recv_n_vec::<0>();
+                    assert_eq!(received[0].data.len(), 70);
+                    port.send_n(|_| &received[0].data);
+                    break;
+                }
+                thread::yield_now();
+            }
+            worker.join().unwrap();
+        });
+    }
+}

@@ -1,0 +1,209 @@
+//! What `_begin`, `_start` and `_end` do, once for both targets.
+//!
+//! The three kernels replace the single kernel with a global barrier that LLVM libc's GPU startup first used: work
+//! that needs single-threaded semantics (constructors, the exit sequence) runs in a kernel launched with one thread,
+//! and `main` runs in a kernel of its own on the user's grid. Kernel boundaries order memory for us, so no thread
+//! waits on another, and a grid larger than the device holds at once still makes progress.
+
+use core::ffi::{c_char, c_int};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicUsize, Ordering};
+
+use crate::abi::{BeginArgs, Control, EndArgs, FiniCallback, InitCallback, StartArgs, progress};
+use crate::atexit::AtExitRegistry;
+use crate::gpu::Gpu;
+use crate::rpc;
+
+/// How many `atexit` handlers fit; C requires at least 32. One slot is taken by the destructor walk.
+pub const ATEXIT_CAPACITY: usize = 64;
+
+/// The exit code of a program whose thread panicked, as for a Rust program on the host.
+pub const PANIC_EXIT_CODE: c_int = 101;
+
+/// The user's `main`, as C declares it.
+pub type MainFn = unsafe extern "C" fn(argc: c_int, argv: *mut *mut c_char, envp: *mut *mut c_char) -> c_int;
+
+/// All the state of one program's startup. Each target crate holds exactly one, in a `static`, through
+/// [`target_runtime!`](crate::target_runtime).
+pub struct Runtime<G: Gpu> {
+    client: rpc::Client<G>,
+    atexit: AtExitRegistry<ATEXIT_CAPACITY>,
+    exiting: AtomicBool,
+    control: AtomicPtr<Control>,
+}
+
+/// Where a target keeps its constructor and destructor arrays.
+pub struct CallbackArrays {
+    pub init: &'static [InitCallback],
+    pub fini: &'static [FiniCallback],
+}
+
+impl<G: Gpu> Default for Runtime<G> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<G: Gpu> Runtime<G> {
+    pub const fn new() -> Self {
+        Self {
+            client: rpc::Client::new(),
+            atexit: AtExitRegistry::new(),
+            exiting: AtomicBool::new(false),
+            control: AtomicPtr::new(core::ptr::null_mut()),
+        }
+    }
+
+    /// The RPC client every thread of the program shares.
+    pub fn client(&self) -> &rpc::Client<G> {
+        &self.client
+    }
+
+    /// The body of `_begin`, run by exactly one thread before any other kernel of the program.
+    ///
+    /// # Safety
+    /// `args` must come from the loader as `docs/abi.md` describes (a valid RPC region, argv and envp arrays), and no
+    /// other thread may use the runtime while this runs.
+    pub unsafe fn begin(&self, args: &BeginArgs, arrays: &CallbackArrays) {
+        // SAFETY: the loader hands a region laid out by `rpc::Layout` for this many ports, and nothing else uses the
+        // client yet: `_begin` is the program's first kernel and runs on one thread.
+        unsafe { self.client.reset(args.rpc_region, args.rpc_port_count) };
+        self.control.store(args.control, Ordering::Relaxed);
+
+        // The destructors are registered first so that they run last: after every handler that a constructor or
+        // `main` registers later, as C requires of `atexit` handlers versus static destructors.
+        FINI_ARRAY.set(arrays.fini);
+        let registered = self.atexit.register(run_fini_array);
+        debug_assert!(registered.is_ok(), "the empty registry has room for the destructor walk");
+
+        for init in arrays.init {
+            // SAFETY: constructors are C-ABI functions of exactly this prototype (see `InitCallback`); argv and envp
+            // are the loader's arrays, valid for the whole program.
+            unsafe { init(args.argc, args.argv, args.envp) };
+        }
+        self.report_progress(progress::BEGIN_DONE);
+    }
+
+    /// The body of `_start`, run by every thread of the user's grid.
+    ///
+    /// # Safety
+    /// `args` must come from the loader; `_begin` must have completed.
+    pub unsafe fn start(&self, args: &StartArgs, main: MainFn) {
+        // SAFETY: the program provides `main` with C's prototype; the arguments come from the loader.
+        let status = unsafe { main(args.argc, args.argv, args.envp) };
+        // Relaxed is enough: the end of the kernel orders this before `_end` reads it.
+        // SAFETY: `result` is a device allocation the loader made for exactly this word.
+        unsafe { AtomicI32::from_ptr(args.result) }.fetch_or(status, Ordering::Relaxed);
+    }
+
+    /// The body of `_end`, run by one thread after `_start` completed: the exit sequence with `main`'s combined
+    /// result.
+    ///
+    /// # Safety
+    /// `args` must come from the loader; `_start` must have completed.
+    pub unsafe fn end(&self, args: &EndArgs) -> ! {
+        self.report_progress(progress::END_STARTED);
+        // SAFETY: the loader's result word, which `_start` finished writing before this kernel began.
+        let status = unsafe { args.result.read_volatile() };
+        self.exit(status)
+    }
+
+    /// Registers `handler` to run at exit, before the handlers registered earlier. Returns `false` when the registry
+    /// is full, like C's `atexit` returning non-zero.
+    pub fn atexit(&self, handler: FiniCallback) -> bool {
+        self.atexit.register(handler).is_ok()
+    }
+
+    /// C's `exit`: runs the exit sequence once, however many threads call it, and ends the program with `status`.
+    pub fn exit(&self, status: c_int) -> ! {
+        if self.exiting.swap(true, Ordering::AcqRel) {
+            // Another thread runs the exit sequence; the host ends the program when it reports.
+            G::end_thread();
+        }
+        self.atexit.run_all();
+        self.client.exit(status);
+        G::end_thread()
+    }
+
+    /// C's `abort`: ends the program abnormally, running no handlers.
+    pub fn abort(&self) -> ! {
+        self.exiting.store(true, Ordering::Release);
+        self.client.abort();
+        G::end_thread()
+    }
+
+    /// The default panic handler: reports `panicked at FILE:LINE:COL: message` with the thread's coordinates on
+    /// stderr, then ends the program with [`PANIC_EXIT_CODE`] without running handlers, like a Rust program built
+    /// with `panic = "abort"` but with Rust's exit code for a panic.
+    pub fn panic(&self, info: &core::panic::PanicInfo<'_>) -> ! {
+        if !self.client.is_ready() {
+            // Nothing can reach the host before `_begin` set up the channel: make the fault visible instead.
+            G::trap();
+        }
+        let ids = G::thread_ids();
+        let [tx, ty, tz] = ids.thread;
+        let [bx, by, bz] = ids.block;
+        let location = PanicLocation(info.location());
+        crate::io::print(
+            &self.client,
+            crate::io::Stream::Stderr,
+            format_args!("panicked at {location}: {} (thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz}))\n", info.message()),
+        );
+        self.exiting.store(true, Ordering::Release);
+        self.client.exit(PANIC_EXIT_CODE);
+        G::end_thread()
+    }
+
+    fn report_progress(&self, marker: u32) {
+        let control = self.control.load(Ordering::Relaxed);
+        if !control.is_null() {
+            // SAFETY: the loader's control block lives for the whole program; only one-thread kernels write it.
+            unsafe { core::ptr::addr_of_mut!((*control).progress).write_volatile(marker) };
+        }
+    }
+}
+
+/// The destructor array `_begin` found, for the `atexit` handler that walks it. A program has one runtime, so one
+/// global suffices, and a plain `extern "C" fn()` can reach it (PTX calls handlers through exact prototypes only).
+struct FiniArray {
+    start: AtomicPtr<FiniCallback>,
+    len: AtomicUsize,
+}
+
+static FINI_ARRAY: FiniArray = FiniArray { start: AtomicPtr::new(core::ptr::null_mut()), len: AtomicUsize::new(0) };
+
+impl FiniArray {
+    fn set(&self, array: &'static [FiniCallback]) {
+        self.start.store(array.as_ptr().cast_mut(), Ordering::Relaxed);
+        self.len.store(array.len(), Ordering::Relaxed);
+    }
+
+    fn get(&self) -> &'static [FiniCallback] {
+        let start = self.start.load(Ordering::Relaxed);
+        if start.is_null() {
+            return &[];
+        }
+        // SAFETY: `set` stored the parts of a `'static` slice; `_begin` and the exit sequence run on one thread each,
+        // ordered by kernel boundaries.
+        unsafe { core::slice::from_raw_parts(start, self.len.load(Ordering::Relaxed)) }
+    }
+}
+
+/// Runs the destructors. Arrays are in ascending priority order, as the linker sorts `.fini_array.N` (and the
+/// loader builds the NVIDIA array the same way), so the walk goes backwards: highest priority first.
+unsafe extern "C" fn run_fini_array() {
+    for fini in FINI_ARRAY.get().iter().rev() {
+        // SAFETY: destructors are C-ABI functions taking nothing, as the array's element type says.
+        unsafe { fini() };
+    }
+}
+
+struct PanicLocation<'a>(Option<&'a core::panic::Location<'a>>);
+
+impl core::fmt::Display for PanicLocation<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Some(location) => write!(f, "{}:{}:{}", location.file(), location.line(), location.column()),
+            None => f.write_str("<unknown location>"),
+        }
+    }
+}

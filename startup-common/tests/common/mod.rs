@@ -1,0 +1,251 @@
+//! A test server over `rpc::Server` with the same reassembly rules as the loader's, and a simulated warp: lane
+//! groups of several real threads, so the SIMT paths (ballots, broadcasts, per-lane lengths) run on the host.
+
+#![allow(dead_code)]
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{Arc, Barrier, Mutex};
+
+use startup_common::gpu::{Gpu, ThreadIds};
+use startup_common::rpc::{HostRegion, Layout, Server, WriteHead, opcode};
+
+/// Scales a count down under Miri, where every thread switch is slow.
+pub fn scaled(normal: usize, miri: usize) -> usize {
+    if cfg!(miri) { miri } else { normal }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Exit(i32),
+    Abort,
+}
+
+/// What a test server saw.
+#[derive(Default)]
+pub struct Seen {
+    /// Whole messages per stream number, in the order they were completed.
+    pub messages: HashMap<u8, Vec<Vec<u8>>>,
+    pub outcome: Option<Outcome>,
+    pub increments: usize,
+    pub echoes: usize,
+    /// Lane masks of the messages served.
+    pub masks: Vec<u64>,
+}
+
+pub struct TestServer {
+    server: Server,
+    pending: HashMap<(u64, u64, u8), Vec<u8>>,
+    pub seen: Seen,
+}
+
+impl TestServer {
+    pub fn new(region: &HostRegion) -> Self {
+        let layout = region.layout();
+        // SAFETY: every test keeps the region alive for as long as its server, and has only one server.
+        let server = unsafe { Server::new(region.as_ptr(), layout.port_count(), layout.lane_size()) };
+        Self { server, pending: HashMap::new(), seen: Seen::default() }
+    }
+
+    /// One pass over all ports; whether any had work.
+    pub fn serve_once(&mut self) -> bool {
+        let mut any = false;
+        for index in 0..self.server.port_count() {
+            let Some(mut port) = self.server.open(index) else { continue };
+            any = true;
+            self.seen.masks.push(port.lane_mask());
+            match port.opcode() {
+                opcode::WRITE => {
+                    for chunk in port.recv_n_vec::<{ WriteHead::WORDS }>() {
+                        let head = WriteHead::decode(chunk.head);
+                        assert!(head.stream == 1 || head.stream == 2, "bad stream {}", head.stream);
+                        let buffer = self.pending.entry(head.key()).or_default();
+                        buffer.extend_from_slice(&chunk.data);
+                        if head.flags & WriteHead::MORE == 0 {
+                            let mut message = self.pending.remove(&head.key()).unwrap();
+                            if head.flags & WriteHead::NEWLINE != 0 {
+                                message.push(b'\n');
+                            }
+                            self.seen.messages.entry(head.stream).or_default().push(message);
+                        }
+                    }
+                    port.send(|_, packet| packet.set(0, 0));
+                }
+                opcode::TEST_INCREMENT => {
+                    let mut values = [0u64; 64];
+                    port.recv(|lane, packet| values[lane as usize] = packet.get(0));
+                    port.send(|lane, packet| packet.set(0, values[lane as usize] + 1));
+                    self.seen.increments += port.lanes().count();
+                }
+                opcode::TEST_ECHO => {
+                    let received = port.recv_n_vec::<0>();
+                    let mut by_lane: [&[u8]; 64] = [&[]; 64];
+                    for entry in &received {
+                        by_lane[entry.lane as usize] = &entry.data;
+                    }
+                    port.send_n(|lane| by_lane[lane as usize]);
+                    self.seen.echoes += received.len();
+                }
+                opcode::EXIT => {
+                    let mut status = None;
+                    port.recv(|_, packet| {
+                        status.get_or_insert(packet.get(0) as i64 as i32);
+                    });
+                    self.seen.outcome.get_or_insert(Outcome::Exit(status.unwrap()));
+                }
+                opcode::ABORT => {
+                    port.recv(|_, _| {});
+                    self.seen.outcome.get_or_insert(Outcome::Abort);
+                }
+                other => panic!("unexpected opcode {other:#x}"),
+            }
+        }
+        any
+    }
+
+    /// Serves until `done` says the clients have finished, then a last pass.
+    pub fn serve_until(&mut self, done: impl Fn() -> bool) {
+        loop {
+            let finished = done();
+            if !self.serve_once() {
+                if finished {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
+        assert!(self.pending.is_empty(), "messages left unfinished: {:?}", self.pending.keys().collect::<Vec<_>>());
+    }
+}
+
+/// A fresh zeroed region.
+pub fn region(ports: u32, lanes: u32) -> HostRegion {
+    HostRegion::new(Layout::new(ports, lanes))
+}
+
+/// Runs `body(n)` on `threads` threads while `server` serves; returns once all are done and served.
+pub fn run_clients(server: &mut TestServer, threads: usize, body: impl Fn(usize) + Sync) {
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|n| {
+                let body = &body;
+                scope.spawn(move || body(n))
+            })
+            .collect();
+        server.serve_until(|| workers.iter().all(|w| w.is_finished()));
+    });
+}
+
+/// A deterministic pseudo-random sequence.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+// ---- The simulated warp ---------------------------------------------------------------------------------------
+
+/// Lanes per simulated warp.
+pub const SIM_LANES: u32 = 4;
+
+/// The lanes of one simulated group: they meet at a barrier for every lane operation.
+pub struct SimGroup {
+    mask: u64,
+    barrier: Barrier,
+    slots: Mutex<[u64; SIM_LANES as usize]>,
+}
+
+impl SimGroup {
+    pub fn new(mask: u64) -> Arc<Self> {
+        Arc::new(Self { mask, barrier: Barrier::new(mask.count_ones() as usize), slots: Mutex::new([0; SIM_LANES as usize]) })
+    }
+}
+
+struct LaneState {
+    group: Arc<SimGroup>,
+    lane: u32,
+    warp: u32,
+}
+
+thread_local! {
+    static LANE: RefCell<Option<LaneState>> = const { RefCell::new(None) };
+}
+
+/// Makes the calling thread lane `lane` of `group` in warp `warp`.
+pub fn become_lane(group: Arc<SimGroup>, lane: u32, warp: u32) {
+    assert!(group.mask & (1 << lane) != 0);
+    LANE.with(|state| *state.borrow_mut() = Some(LaneState { group, lane, warp }));
+}
+
+fn with_lane<R>(f: impl FnOnce(&LaneState) -> R) -> R {
+    LANE.with(|state| f(state.borrow().as_ref().expect("the thread is a simulated lane")))
+}
+
+/// Every lane of the group contributes `value`; all get every lane's value.
+fn exchange(value: u64) -> [u64; SIM_LANES as usize] {
+    with_lane(|state| {
+        state.group.slots.lock().unwrap()[state.lane as usize] = value;
+        state.group.barrier.wait();
+        let all = *state.group.slots.lock().unwrap();
+        state.group.barrier.wait();
+        all
+    })
+}
+
+/// A GPU whose lanes are host threads grouped by [`SimGroup`]: a group behaves like the lanes of a warp that run
+/// together (two groups of one warp behave like divergent branches under independent thread scheduling).
+pub struct SimWarp;
+
+// SAFETY: every lane of a group meets the others at the group's barrier in `exchange` and `sync_lanes`, so
+// `broadcast_first` and `ballot` return the same value in every lane of the group, and `sync_lanes` returns only when
+// all have arrived (the barrier also orders their memory accesses).
+unsafe impl Gpu for SimWarp {
+    const LANE_SIZE: u32 = SIM_LANES;
+
+    fn lane_id() -> u32 {
+        with_lane(|state| state.lane)
+    }
+
+    fn lane_mask() -> u64 {
+        with_lane(|state| state.group.mask)
+    }
+
+    fn broadcast_first(mask: u64, value: u32) -> u32 {
+        assert_eq!(mask, Self::lane_mask());
+        exchange(u64::from(value))[mask.trailing_zeros() as usize] as u32
+    }
+
+    fn ballot(mask: u64, predicate: bool) -> u64 {
+        assert_eq!(mask, Self::lane_mask());
+        let all = exchange(predicate as u64);
+        (0..SIM_LANES).filter(|&lane| mask & (1 << lane) != 0 && all[lane as usize] != 0).fold(0, |m, lane| m | 1 << lane)
+    }
+
+    fn sync_lanes(mask: u64) {
+        assert_eq!(mask, Self::lane_mask());
+        with_lane(|state| state.group.barrier.wait());
+    }
+
+    fn sleep_briefly() {
+        std::thread::yield_now();
+    }
+
+    fn thread_ids() -> ThreadIds {
+        with_lane(|state| ThreadIds { thread: [state.warp * SIM_LANES + state.lane, 0, 0], block: [0; 3] })
+    }
+
+    fn end_thread() -> ! {
+        panic!("a simulated lane ended")
+    }
+
+    fn trap() -> ! {
+        panic!("a simulated lane trapped")
+    }
+}

@@ -1,0 +1,149 @@
+use core::arch::asm;
+use core::arch::nvptx;
+use core::ffi::c_int;
+
+use startup_common::abi::{BeginArgs, EndArgs, StartArgs};
+use startup_common::{CallbackArrays, FiniCallback, Gpu, InitCallback, ThreadIds};
+
+/// An NVIDIA GPU thread.
+pub struct Nvptx;
+
+// SAFETY: every lane operation is the `.sync` form of its PTX instruction, which takes the participating lanes'
+// mask explicitly and waits for them under independent thread scheduling (sm_70 and later, which we require).
+unsafe impl Gpu for Nvptx {
+    const LANE_SIZE: u32 = 32;
+
+    fn lane_id() -> u32 {
+        let lane: u32;
+        // SAFETY: reads a special register.
+        unsafe { asm!("mov.u32 {}, %laneid;", out(reg32) lane, options(nomem, nostack, pure)) };
+        lane
+    }
+
+    fn lane_mask() -> u64 {
+        let mask: u32;
+        // SAFETY: `activemask` only reads which lanes execute this instruction; not `pure`, since the answer
+        // depends on where it runs.
+        unsafe { asm!("activemask.b32 {};", out(reg32) mask, options(nomem, nostack)) };
+        u64::from(mask)
+    }
+
+    fn broadcast_first(mask: u64, value: u32) -> u32 {
+        let first = mask.trailing_zeros();
+        let result: u32;
+        // SAFETY: every lane of `mask` executes this shuffle together (the trait's contract) and reads a lane of
+        // `mask`.
+        unsafe {
+            asm!("shfl.sync.idx.b32 {}, {}, {}, 31, {};", out(reg32) result, in(reg32) value, in(reg32) first,
+                 in(reg32) mask as u32, options(nomem, nostack))
+        };
+        result
+    }
+
+    fn ballot(mask: u64, predicate: bool) -> u64 {
+        let result: u32;
+        // SAFETY: every lane of `mask` votes together (the trait's contract).
+        unsafe {
+            asm!("{{ .reg .pred p; setp.ne.u32 p, {}, 0; vote.sync.ballot.b32 {}, p, {}; }}",
+                 in(reg32) u32::from(predicate), out(reg32) result, in(reg32) mask as u32, options(nomem, nostack))
+        };
+        u64::from(result)
+    }
+
+    fn sync_lanes(mask: u64) {
+        // SAFETY: a warp barrier over the lanes of `mask`, which all reach it (the trait's contract); it also
+        // orders their memory accesses.
+        unsafe { asm!("bar.warp.sync {};", in(reg32) mask as u32, options(nostack)) };
+    }
+
+    fn sleep_briefly() {
+        // SAFETY: `nanosleep` only delays this thread (sm_70 and later).
+        unsafe { asm!("nanosleep.u32 64;", options(nomem, nostack)) };
+    }
+
+    fn thread_ids() -> ThreadIds {
+        // SAFETY: reading the special registers that hold the thread's coordinates has no preconditions.
+        unsafe {
+            ThreadIds {
+                thread: [nvptx::_thread_idx_x(), nvptx::_thread_idx_y(), nvptx::_thread_idx_z()].map(|i| i as u32),
+                block: [nvptx::_block_idx_x(), nvptx::_block_idx_y(), nvptx::_block_idx_z()].map(|i| i as u32),
+            }
+        }
+    }
+
+    fn end_thread() -> ! {
+        // SAFETY: `exit` ends this thread; nothing after it runs, and other threads go on.
+        unsafe { asm!("exit;", options(noreturn, nostack)) }
+    }
+
+    fn trap() -> ! {
+        // SAFETY: `trap` aborts the kernel; the host reports the fault.
+        unsafe { asm!("trap;", options(noreturn, nostack)) }
+    }
+}
+
+startup_common::target_runtime!(Nvptx);
+
+// The loader fills these before `_begin`: PTX has no sections for the linker to gather constructors into, so the
+// loader collects the `__init_array_object_*`/`__fini_array_object_*` globals, sorts them by priority, and stores
+// the arrays' bounds here (see `docs/abi.md`).
+#[unsafe(no_mangle)]
+static mut __init_array_start: *const InitCallback = core::ptr::null();
+#[unsafe(no_mangle)]
+static mut __init_array_end: *const InitCallback = core::ptr::null();
+#[unsafe(no_mangle)]
+static mut __fini_array_start: *const FiniCallback = core::ptr::null();
+#[unsafe(no_mangle)]
+static mut __fini_array_end: *const FiniCallback = core::ptr::null();
+
+/// The slice between two bounds the loader stored; empty when it stored none.
+///
+/// # Safety
+/// The bounds must be null or delimit an array in device memory that lives as long as the program.
+unsafe fn array_between<T>(start: *const *const T, end: *const *const T) -> &'static [T] {
+    // SAFETY: the globals are only written by the loader, before any kernel runs.
+    let (start, end) = unsafe { (start.read_volatile(), end.read_volatile()) };
+    if start.is_null() || end <= start {
+        return &[];
+    }
+    // SAFETY: the caller guarantees a live array between the bounds; `end > start` was checked.
+    unsafe { core::slice::from_raw_parts(start, end.offset_from(start) as usize) }
+}
+
+unsafe extern "C" {
+    fn main(argc: c_int, argv: *mut *mut core::ffi::c_char, envp: *mut *mut core::ffi::c_char) -> c_int;
+}
+
+// Each kernel takes its argument struct by value: one `.param` aggregate with the struct's layout, which the image
+// check compares with the ABI before loading (hence the lint, which warns that aggregates are not guaranteed to).
+
+/// Runs on one thread first: resets the RPC client, registers the destructors, runs the constructors.
+#[unsafe(no_mangle)]
+#[allow(improper_gpu_kernel_arg)]
+pub extern "gpu-kernel" fn _begin(args: BeginArgs) {
+    // SAFETY: the loader stores the bounds of arrays it built in device memory before launching `_begin`.
+    let arrays = unsafe {
+        CallbackArrays {
+            init: array_between(&raw const __init_array_start, &raw const __init_array_end),
+            fini: array_between(&raw const __fini_array_start, &raw const __fini_array_end),
+        }
+    };
+    // SAFETY: `args` comes from the loader, which launches this kernel with one thread before any other.
+    unsafe { RUNTIME.begin(&args, &arrays) }
+}
+
+/// Runs `main` on every thread of the user's grid.
+#[unsafe(no_mangle)]
+#[allow(improper_gpu_kernel_arg)]
+pub extern "gpu-kernel" fn _start(args: StartArgs) {
+    // SAFETY: launched by the loader after `_begin` completed, with its arguments.
+    unsafe { RUNTIME.start(&args, main) }
+}
+
+/// Runs on one thread last: the exit sequence with `main`'s combined result.
+#[unsafe(no_mangle)]
+#[allow(improper_gpu_kernel_arg)]
+pub extern "gpu-kernel" fn _end(args: EndArgs) {
+    // SAFETY: launched by the loader after `_start` completed, with its result word.
+    unsafe { RUNTIME.end(&args) }
+}

@@ -1,0 +1,58 @@
+//! `gpu-suite --loader PATH --images DIR [--target nvptx] [FILTER]`: runs every program in an image folder through
+//! gpu-loader and checks its expectations; ends with `gpu: N passed, N failed`. `cargo xtask test` and the bundle's
+//! `run-tests` call it.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use libtest_mimic::{Arguments, Failed, Trial};
+
+#[derive(Parser)]
+#[command(name = "gpu-suite", about = "Run the GPU test programs through gpu-loader")]
+struct Cli {
+    /// The gpu-loader binary.
+    #[arg(long)]
+    loader: PathBuf,
+    /// A folder of images with their `<name>.expect.toml`.
+    #[arg(long)]
+    images: PathBuf,
+    /// The images' target (nvptx or amdgpu), for the programs that run on one target only.
+    #[arg(long, default_value = "nvptx")]
+    target: String,
+    /// libtest options (filter, --exact, --list, --test-threads, ...).
+    #[command(flatten)]
+    libtest: Arguments,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let cases = match gpu_suite::discover(&cli.images, &cli.target) {
+        Ok(cases) => cases,
+        Err(error) => {
+            eprintln!("gpu-suite: {error:#}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let mut libtest = cli.libtest;
+    // The GPU serialises kernels of different processes anyway, and timing-sensitive programs (timeouts, grids
+    // larger than residency) should not compete: one at a time unless asked otherwise.
+    libtest.test_threads.get_or_insert(1);
+    let trials = cases
+        .into_iter()
+        .map(|case| {
+            let loader = cli.loader.clone();
+            Trial::test(format!("{}::{}", case.target, case.name), move || {
+                let outcome = gpu_suite::run_case(&loader, &case).map_err(|e| Failed::from(format!("{e:#}")))?;
+                let problems = case.expectation.check(&outcome);
+                if problems.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("{}\n(stderr was: {})", problems.join("\n"), outcome.stderr.trim_end()).into())
+                }
+            })
+        })
+        .collect();
+    let conclusion = libtest_mimic::run(&libtest, trials);
+    println!("gpu: {} passed, {} failed", conclusion.num_passed, conclusion.num_failed);
+    conclusion.exit_code()
+}

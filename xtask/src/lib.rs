@@ -1,0 +1,12 @@
+//! The project's automation, as a library so that its pieces are tested with `cargo test -p xtask`.
+//! `src/main.rs` is the `cargo xtask` command line; `src/bin/gpu-bitcode-linker.rs` is the nvptx linker.
+
+pub mod bindgen;
+pub mod build;
+pub mod linker;
+pub mod toolchain;
+
+/// The workspace root (the parent of this crate's directory).
+pub fn project_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace root").to_owned()
+}

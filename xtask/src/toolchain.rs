@@ -1,0 +1,51 @@
+//! The pinned toolchain and the tools the GPU build needs; missing components are installed, or a clear error says
+//! what to install.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use xshell::{Shell, cmd};
+
+/// The rustup components device code needs: `rust-src` for `-Zbuild-std=core`, `llvm-tools` for the bitcode linker.
+pub const DEVICE_COMPONENTS: [&str; 2] = ["rust-src", "llvm-tools"];
+
+/// The toolchain's sysroot, with the device components installed (installing them if missing).
+pub fn ensure_device_toolchain(sh: &Shell) -> Result<PathBuf> {
+    let sysroot = PathBuf::from(cmd!(sh, "rustc --print sysroot").read().context("cannot run rustc")?);
+    let missing: Vec<&str> = DEVICE_COMPONENTS
+        .into_iter()
+        .filter(|component| !component_present(&sysroot, component))
+        .collect();
+    if !missing.is_empty() {
+        let list = missing.join(", ");
+        eprintln!("xtask: installing rustup components {list}");
+        cmd!(sh, "rustup component add {missing...}")
+            .run()
+            .with_context(|| format!("cannot install rustup components {list}: install them by hand"))?;
+    }
+    for component in DEVICE_COMPONENTS {
+        if !component_present(&sysroot, component) {
+            bail!("rustup component `{component}` is still missing from {}", sysroot.display());
+        }
+    }
+    Ok(sysroot)
+}
+
+fn component_present(sysroot: &std::path::Path, component: &str) -> bool {
+    match component {
+        "rust-src" => sysroot.join("lib/rustlib/src/rust/library/core/Cargo.toml").exists(),
+        "llvm-tools" => llvm_tools_dir(sysroot).join("llvm-link").exists(),
+        _ => false,
+    }
+}
+
+/// Where `llvm-tools` puts `llvm-link`, `opt`, `llc` and friends.
+pub fn llvm_tools_dir(sysroot: &std::path::Path) -> PathBuf {
+    sysroot.join("lib/rustlib").join(crate::linker::host_triple()).join("bin")
+}
+
+/// Finds a program on `PATH`.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| candidate.is_file())
+}
