@@ -154,6 +154,9 @@ impl CudaBackend {
     }
 }
 
+/// Registers per thread that compiled code may use: 64 Ki registers per block / 1024 threads.
+pub const MAX_REGISTERS: u32 = 64;
+
 /// Loads the image. PTX and relocatable cubins go through the driver's JIT linker, which compiles them as
 /// relocatable device code: then a function's address means the same in every kernel of the module. (Compiled
 /// whole-program, as `cuModuleLoadData` does with PTX, ptxas clones device functions into each kernel, and a
@@ -171,10 +174,15 @@ fn load_module(image: &Image) -> Result<sys::CUmodule> {
         ImageKind::Cubin => return load_linked_cubin(image),
         ImageKind::AmdCodeObject => unreachable!("the run dispatches AMD code objects to the HSA backend"),
     };
-    let mut log = JitLog::new();
+    let log = JitLog::new();
+    // Without a bound, ptxas may give a function up to 255 registers, which caps blocks at 256 threads; 64 lets
+    // every block size up to CUDA's 1024 launch. In relocatable code the bound must hold for every function, so it
+    // is a link option rather than a kernel's `.maxntid`.
+    let mut options = [log.options[0], log.options[1], sys::CUjit_option::CU_JIT_MAX_REGISTERS];
+    let mut values = [log.values[0], log.values[1], MAX_REGISTERS as usize as *mut c_void];
     let mut link = std::ptr::null_mut();
-    // SAFETY: the option arrays hold two entries each and the log outlives the link state, destroyed below.
-    unsafe { sys::cuLinkCreate_v2(2, log.options.as_mut_ptr(), log.values.as_mut_ptr(), &mut link) }
+    // SAFETY: the option arrays hold three entries each and the log outlives the link state, destroyed below.
+    unsafe { sys::cuLinkCreate_v2(3, options.as_mut_ptr(), values.as_mut_ptr(), &mut link) }
         .result()
         .map_err(driver_error("cuLinkCreate"))?;
     let linked = (|| {

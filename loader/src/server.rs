@@ -205,7 +205,8 @@ fn handle_write(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), 
     let chunks = port.recv_n_vec::<{ WriteHead::WORDS }>();
     for chunk in chunks {
         let head = WriteHead::decode(chunk.head);
-        let stream = Stream::from_number(u32::from(head.stream)).ok_or(ServerError::BadStream { stream: head.stream, port: index })?;
+        let stream = Stream::from_number(u32::from(head.stream))
+            .ok_or(ServerError::BadStream { stream: head.stream, port: index })?;
         if head.flags & WriteHead::MORE != 0 {
             context.pending.entry(head.key()).or_default().extend_from_slice(&chunk.data);
             continue;
@@ -295,14 +296,18 @@ mod tests {
         unsafe { client.reset(region.as_ptr(), 8) };
         let (out, err) = (Capture::default(), Capture::default());
         // SAFETY: same region; this is its only server.
-        let mut server = unsafe { HostServer::new(region.as_ptr(), 8, 1) }
-            .with_output(Box::new(out.clone()), Box::new(err.clone()));
+        let mut server =
+            unsafe { HostServer::new(region.as_ptr(), 8, 1) }.with_output(Box::new(out.clone()), Box::new(err.clone()));
         let outcome = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..clients).map(|n| scope.spawn({
-                let client = &client;
-                let body = &body;
-                move || body(client, n)
-            })).collect();
+            let workers: Vec<_> = (0..clients)
+                .map(|n| {
+                    scope.spawn({
+                        let client = &client;
+                        let body = &body;
+                        move || body(client, n)
+                    })
+                })
+                .collect();
             let mut outcome = None;
             loop {
                 let done = workers.iter().all(|w| w.is_finished());

@@ -107,11 +107,7 @@ impl LinkRequest {
                 llc.arg(format!("-mattr={features}"));
             }
         }
-        run(llc)?;
-        let ptx = std::fs::read_to_string(&self.output)
-            .with_context(|| format!("cannot read {}", self.output.display()))?;
-        std::fs::write(&self.output, bound_block_sizes(&ptx))
-            .with_context(|| format!("cannot write {}", self.output.display()))
+        run(llc)
     }
 
     /// The exported symbols plus every defined global the loader finds by name.
@@ -132,28 +128,6 @@ impl LinkRequest {
         keep.dedup();
         Ok(keep)
     }
-}
-
-/// Adds `.maxntid` to every kernel that has none: 1 thread for `_begin` and `_end`, which the loader always launches
-/// that way, and 1024 (CUDA's largest block) for the others. Without a bound, ptxas may give a kernel up to 255
-/// registers per thread, which caps blocks at 256 threads; with it, every block size the hardware allows launches.
-pub fn bound_block_sizes(ptx: &str) -> String {
-    let mut out = String::with_capacity(ptx.len() + 256);
-    let mut rest = ptx;
-    while let Some(at) = rest.find(".entry ") {
-        let name: String =
-            rest[at + ".entry ".len()..].chars().take_while(|c| !c.is_whitespace() && *c != '(').collect();
-        let Some(close) = rest[at..].find(')').map(|i| at + i + 1) else { break };
-        out.push_str(&rest[..close]);
-        rest = &rest[close..];
-        let body = rest.find('{').unwrap_or(rest.len());
-        if !rest[..body].contains(".maxntid") {
-            let threads = if name == "_begin" || name == "_end" { 1 } else { 1024 };
-            out.push_str(&format!("\n.maxntid {threads}, 1, 1"));
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 fn sm_number(digits: &str) -> Option<u32> {
@@ -331,17 +305,6 @@ mod tests {
             let error = LinkRequest::parse(&strings(args)).unwrap_err().to_string();
             assert!(error.contains(message), "{args}: {error}");
         }
-    }
-
-    #[test]
-    fn bounds_every_kernel_once() {
-        let ptx = ".visible .entry _begin(\n\t.param .b64 a\n)\n{\n}\n.visible .entry _start(\n)\n{\n}\n\
-                   .visible .entry other(\n)\n.maxntid 64, 1, 1\n{\n}\n.func f()\n{\n}\n";
-        let bounded = bound_block_sizes(ptx);
-        assert!(bounded.contains("_begin(\n\t.param .b64 a\n)\n.maxntid 1, 1, 1\n{"), "{bounded}");
-        assert!(bounded.contains("_start(\n)\n.maxntid 1024, 1, 1\n{"), "{bounded}");
-        assert_eq!(bounded.matches(".maxntid").count(), 3, "{bounded}");
-        assert_eq!(bound_block_sizes(&bounded), bounded);
     }
 
     #[test]

@@ -5,7 +5,9 @@ use core::marker::PhantomData;
 use core::sync::atomic::{AtomicPtr, AtomicU32 as CoreAtomicU32, Ordering};
 
 use super::sync::{AtomicU32, AtomicU64};
-use super::{Layout, MAX_PORTS, PACKET_BYTES, PACKET_WORDS, Packet, Region, first_packet_bytes, gather, opcode, scatter};
+use super::{
+    Layout, MAX_PORTS, PACKET_BYTES, PACKET_WORDS, Packet, Region, first_packet_bytes, gather, opcode, scatter,
+};
 use crate::gpu::Gpu;
 
 const LOCK_WORDS: usize = MAX_PORTS as usize / 32;
@@ -196,7 +198,8 @@ fn start_port(ids: crate::ThreadIds, lane_size: u32) -> u32 {
     let warp = tx / lane_size.max(1);
     // A multiplicative mix; every group of a warp computes the same value, and the leader's is used anyway.
     let mut h = bx.wrapping_mul(0x9e37_79b1) ^ by.wrapping_mul(0x85eb_ca77) ^ bz.wrapping_mul(0xc2b2_ae3d);
-    h = h.wrapping_mul(0x27d4_eb2f) ^ warp.wrapping_add(ty.wrapping_mul(0x1656_67b1)).wrapping_add(tz.wrapping_mul(0xd3a2_646c));
+    h = h.wrapping_mul(0x27d4_eb2f)
+        ^ warp.wrapping_add(ty.wrapping_mul(0x1656_67b1)).wrapping_add(tz.wrapping_mul(0xd3a2_646c));
     h ^ (h >> 15)
 }
 

@@ -274,7 +274,9 @@ impl Packet<'_> {
     #[inline(always)]
     pub fn get(&self, index: usize) -> u64 {
         assert!(index < PACKET_WORDS);
-        self.region.word(self.first + index * self.region.layout.lane_size as usize).load(core::sync::atomic::Ordering::Relaxed)
+        self.region
+            .word(self.first + index * self.region.layout.lane_size as usize)
+            .load(core::sync::atomic::Ordering::Relaxed)
     }
 
     /// Sets word `index` (below [`PACKET_WORDS`]).
@@ -291,7 +293,9 @@ impl Packet<'_> {
 #[inline(always)]
 pub(crate) fn gather(bytes: &[u8], offset: usize) -> u64 {
     match bytes.get(offset..) {
-        Some(rest) if rest.len() >= 8 => u64::from_le_bytes([rest[0], rest[1], rest[2], rest[3], rest[4], rest[5], rest[6], rest[7]]),
+        Some(rest) if rest.len() >= 8 => {
+            u64::from_le_bytes([rest[0], rest[1], rest[2], rest[3], rest[4], rest[5], rest[6], rest[7]])
+        }
         Some(rest) => {
             let mut word = [0u8; 8];
             word[..rest.len()].copy_from_slice(rest);

@@ -40,7 +40,8 @@ impl Server {
     /// Whether a client has handed port `port` to the server: a message is waiting there.
     #[inline]
     pub fn is_pending(&self, port: u32) -> bool {
-        self.region.client_outbox(port).load(Ordering::Acquire) != self.region.server_outbox(port).load(Ordering::Relaxed)
+        self.region.client_outbox(port).load(Ordering::Acquire)
+            != self.region.server_outbox(port).load(Ordering::Relaxed)
     }
 
     /// Opens port `port` if a message is waiting there. The handler then mirrors the client's calls; dropping the
@@ -167,7 +168,13 @@ impl ServerPort<'_> {
                 bytes[word * 8..word * 8 + 8].copy_from_slice(&packet.get(1 + H + word).to_le_bytes());
             }
             packets = packets.max(stream_packets(totals[lane], H));
-            sink(StreamPiece { lane: lane as u32, head: &heads[lane], total: totals[lane], offset: 0, bytes: &bytes[..n] });
+            sink(StreamPiece {
+                lane: lane as u32,
+                head: &heads[lane],
+                total: totals[lane],
+                offset: 0,
+                bytes: &bytes[..n],
+            });
         });
         let mut offset = first_packet_bytes(H) as u64;
         for _ in 1..packets {
@@ -178,7 +185,13 @@ impl ServerPort<'_> {
                     for word in 0..n.div_ceil(8) {
                         bytes[word * 8..word * 8 + 8].copy_from_slice(&packet.get(word).to_le_bytes());
                     }
-                    sink(StreamPiece { lane: lane as u32, head: &heads[lane], total: totals[lane], offset, bytes: &bytes[..n] });
+                    sink(StreamPiece {
+                        lane: lane as u32,
+                        head: &heads[lane],
+                        total: totals[lane],
+                        offset,
+                        bytes: &bytes[..n],
+                    });
                 }
             });
             offset += PACKET_BYTES as u64;

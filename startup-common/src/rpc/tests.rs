@@ -68,7 +68,12 @@ mod plain {
 
     #[test]
     fn write_head_round_trips() {
-        let head = WriteHead { stream: 2, flags: WriteHead::MORE | WriteHead::NEWLINE, thread: 0x1234_5678_9abc, group: u64::MAX };
+        let head = WriteHead {
+            stream: 2,
+            flags: WriteHead::MORE | WriteHead::NEWLINE,
+            thread: 0x1234_5678_9abc,
+            group: u64::MAX,
+        };
         assert_eq!(WriteHead::decode(head.encode()), head);
     }
 

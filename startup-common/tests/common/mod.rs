@@ -164,7 +164,11 @@ pub struct SimGroup {
 
 impl SimGroup {
     pub fn new(mask: u64) -> Arc<Self> {
-        Arc::new(Self { mask, barrier: Barrier::new(mask.count_ones() as usize), slots: Mutex::new([0; SIM_LANES as usize]) })
+        Arc::new(Self {
+            mask,
+            barrier: Barrier::new(mask.count_ones() as usize),
+            slots: Mutex::new([0; SIM_LANES as usize]),
+        })
     }
 }
 
@@ -225,7 +229,9 @@ unsafe impl Gpu for SimWarp {
     fn ballot(mask: u64, predicate: bool) -> u64 {
         assert_eq!(mask, Self::lane_mask());
         let all = exchange(predicate as u64);
-        (0..SIM_LANES).filter(|&lane| mask & (1 << lane) != 0 && all[lane as usize] != 0).fold(0, |m, lane| m | 1 << lane)
+        (0..SIM_LANES)
+            .filter(|&lane| mask & (1 << lane) != 0 && all[lane as usize] != 0)
+            .fold(0, |m, lane| m | 1 << lane)
     }
 
     fn sync_lanes(mask: u64) {
