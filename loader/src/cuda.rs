@@ -55,8 +55,8 @@ pub fn init_driver() -> Result<c_uint> {
 }
 
 impl CudaBackend {
-    /// Opens device `options.device`, loads the image and prepares its constructor arrays.
-    pub fn load(options: &RunOptions, image: &Image) -> Result<Self> {
+    /// Opens device `options.device`, loads the image and builds its constructor arrays from `constructors`.
+    pub fn load(options: &RunOptions, image: &Image, constructors: &ConstructorTable) -> Result<Self> {
         let count = init_driver()?;
         if options.device >= count as usize {
             return Err(LoaderError::BadLaunch(format!("there is no GPU {} (this machine has {count})", options.device)));
@@ -88,8 +88,7 @@ impl CudaBackend {
             *slot = unsafe { result::module::get_function(backend.module, name) }
                 .map_err(|_| LoaderError::BadImage { path: image.path.clone(), problem: format!("has no kernel `{}`", kernel.name()) })?;
         }
-        let table = ConstructorTable::from_symbols(image.global_symbols()?.iter().map(String::as_str))?;
-        backend.install_constructors(&table)?;
+        backend.install_constructors(constructors)?;
         backend.stream = result::stream::create(result::stream::StreamKind::NonBlocking).map_err(driver_error("cuStreamCreate"))?;
         if options.verbose {
             let mut events = [std::ptr::null_mut(); 4];

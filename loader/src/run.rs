@@ -167,12 +167,14 @@ pub fn run(options: &RunOptions) -> Result<RunReport> {
     crate::launch::validate(&options.launch)?;
     let image = Image::read(&options.image)?;
     image.check_startup_abi()?;
+    // Checked before any GPU work, so a bad priority suffix is reported the same with or without a GPU.
+    let constructors = crate::ctors::ConstructorTable::of(&image)?;
     let mut argv = vec![options.image.clone().into_os_string()];
     argv.extend(options.args.iter().cloned());
     let arguments = ArgBlock::new(&argv, &options.env)?;
     match image.kind.platform() {
         Platform::Cuda => {
-            let backend = crate::cuda::CudaBackend::load(options, &image)?;
+            let backend = crate::cuda::CudaBackend::load(options, &image, &constructors)?;
             run_on(backend, options, &arguments, started)
         }
         Platform::Hsa => {

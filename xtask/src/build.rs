@@ -106,6 +106,8 @@ pub struct BuildOptions {
     pub targets: Vec<GpuTarget>,
     pub gpu_arch: Option<String>,
     pub release: bool,
+    /// Build only these programs (all when empty).
+    pub programs: Vec<String>,
 }
 
 /// One built image.
@@ -155,7 +157,7 @@ pub fn build(sh: &Shell, options: &BuildOptions) -> Result<Vec<BuiltImage>> {
             Some(arch) if options.targets.len() == 1 => bail!("`{arch}` is not a {target} architecture"),
             _ => target.default_arch(sh),
         };
-        images.extend(build_target(sh, target, &arch, options.release, &linker, &sysroot)?);
+        images.extend(build_target(sh, target, &arch, options, &linker, &sysroot)?);
     }
     Ok(images)
 }
@@ -164,10 +166,18 @@ fn build_target(
     sh: &Shell,
     target: GpuTarget,
     arch: &str,
-    release: bool,
+    options: &BuildOptions,
     linker: &Path,
     sysroot: &Path,
 ) -> Result<Vec<BuiltImage>> {
+    let release = options.release;
+    let programs: Vec<String> =
+        rust_programs()?.into_iter().filter(|p| options.programs.is_empty() || options.programs.contains(p)).collect();
+    let packages = if options.programs.is_empty() {
+        vec!["--workspace".to_owned()]
+    } else {
+        programs.iter().flat_map(|p| ["--package".to_owned(), p.clone()]).collect()
+    };
     let root = crate::project_root();
     let manifest = root.join("tests/programs/Cargo.toml");
     let cargo_target_dir = root.join("target/gpu-cargo").join(arch);
@@ -183,7 +193,7 @@ fn build_target(
     cmd!(
         sh,
         "cargo build --quiet --manifest-path {manifest} --target {triple} -Zbuild-std=core --profile {profile}
-         --target-dir {cargo_target_dir} --config {rustflags} {linker_config...} --workspace"
+         --target-dir {cargo_target_dir} --config {rustflags} {linker_config...} {packages...}"
     )
     .env("GPU_LLVM_TOOLS_DIR", toolchain::llvm_tools_dir(sysroot))
     .run()
@@ -195,7 +205,7 @@ fn build_target(
     let profile_dir = cargo_target_dir.join(triple).join(if release { "release" } else { "debug" });
     let ptxas = toolchain::find_program("ptxas");
     let mut images = Vec::new();
-    for program in rust_programs()? {
+    for program in programs {
         let artifact = rust_artifact(&profile_dir, target, &program)?;
         let image = out_dir.join(format!("{program}.{}", target.image_extension()));
         std::fs::copy(&artifact, &image)

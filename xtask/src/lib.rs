@@ -4,6 +4,7 @@
 pub mod bindgen;
 pub mod build;
 pub mod linker;
+pub mod suite;
 pub mod toolchain;
 
 /// The workspace root (the parent of this crate's directory).

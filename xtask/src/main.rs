@@ -5,6 +5,7 @@ use clap::{Args, Parser, Subcommand};
 use xshell::Shell;
 
 use xtask::build::{BuildOptions, GpuTarget};
+use xtask::suite::TestOptions;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "Build, run and test GPU programs with the GPU startup")]
@@ -17,6 +18,19 @@ struct Cli {
 enum Command {
     /// Build the startup and every GPU program in tests/programs into target/gpu/<target>/<arch>/.
     Build(BuildArgs),
+    /// Build everything, run the host tests and static image checks, then the GPU suite on every GPU found.
+    Test(TestArgs),
+    /// Build one GPU program from tests/programs and run it with gpu-loader on this machine's GPU.
+    Run(RunArgs),
+    /// Make a self-contained folder that runs the GPU suite on an x86-64 Linux GPU machine without Rust.
+    Bundle {
+        /// Where to put it.
+        #[arg(long, default_value = "target/bundle")]
+        out: std::path::PathBuf,
+        /// NVIDIA architecture of the cubins and AMD architecture of the code objects (default: sm_90, gfx90a).
+        #[arg(long)]
+        gpu_arch: Option<String>,
+    },
     /// Regenerate the HSA bindings (loader/src/hsa/sys.rs) from the installed ROCm headers.
     Bindgen {
         /// Fail if the committed bindings differ from what the headers generate, instead of writing them.
@@ -38,13 +52,48 @@ struct BuildArgs {
     release: bool,
 }
 
+#[derive(Args)]
+struct TestArgs {
+    /// Fail when no GPU is found instead of skipping the GPU suite.
+    #[arg(long)]
+    require_gpu: bool,
+    /// nvptx, amdgpu or all.
+    #[arg(long, default_value = "all")]
+    target: String,
+    /// GPU architecture to build for.
+    #[arg(long)]
+    gpu_arch: Option<String>,
+    /// Only build and run the GPU suite (skip the host tests and checks).
+    #[arg(long)]
+    gpu_only: bool,
+    /// A name filter and other options for the GPU suite (libtest's: --exact, --list, ...).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    suite_args: Vec<String>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The program: a folder of tests/programs (e.g. hello).
+    program: String,
+    /// GPU architecture to build for (default: this machine's).
+    #[arg(long)]
+    gpu_arch: Option<String>,
+    /// gpu-loader options (--threads 32 --blocks 4 ...), then `--` and the program's arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    loader_args: Vec<String>,
+}
+
+fn parse_targets(target: &str) -> Result<Vec<GpuTarget>> {
+    Ok(match target {
+        "all" => GpuTarget::ALL.to_vec(),
+        one => vec![one.parse().map_err(anyhow::Error::msg)?],
+    })
+}
+
 impl BuildArgs {
     fn options(&self) -> Result<BuildOptions> {
-        let targets = match self.target.as_str() {
-            "all" => GpuTarget::ALL.to_vec(),
-            one => vec![one.parse().map_err(anyhow::Error::msg)?],
-        };
-        Ok(BuildOptions { targets, gpu_arch: self.gpu_arch.clone(), release: self.release })
+        let targets = parse_targets(&self.target)?;
+        Ok(BuildOptions { targets, gpu_arch: self.gpu_arch.clone(), release: self.release, programs: Vec::new() })
     }
 }
 
@@ -69,5 +118,41 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Bindgen { check } => xtask::bindgen::run(&sh, check),
+        Command::Test(args) => xtask::suite::test(
+            &sh,
+            &TestOptions {
+                require_gpu: args.require_gpu,
+                targets: parse_targets(&args.target)?,
+                gpu_arch: args.gpu_arch,
+                suite_args: args.suite_args,
+                gpu_only: args.gpu_only,
+            },
+        ),
+        Command::Run(args) => {
+            let code = xtask::suite::run(&sh, &args.program, args.gpu_arch, &args.loader_args)?;
+            std::process::exit(code)
+        }
+        Command::Bundle { out, gpu_arch } => xtask::suite::bundle(&sh, &out, gpu_arch),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_keeps_loader_options_and_program_arguments_apart() {
+        let cli = Cli::try_parse_from(["cargo xtask", "run", "hello", "--threads", "4", "--", "a", "--b"]).unwrap();
+        let Command::Run(args) = cli.command else { panic!("not run") };
+        assert_eq!(args.program, "hello");
+        assert_eq!(args.loader_args, ["--threads", "4", "--", "a", "--b"]);
+    }
+
+    #[test]
+    fn test_passes_a_filter_to_the_suite() {
+        let cli = Cli::try_parse_from(["cargo xtask", "test", "--target", "nvptx", "rpc", "--exact"]).unwrap();
+        let Command::Test(args) = cli.command else { panic!("not test") };
+        assert_eq!(args.suite_args, ["rpc", "--exact"]);
+        assert_eq!(parse_targets(&args.target).unwrap(), [GpuTarget::Nvptx]);
     }
 }

@@ -1,0 +1,258 @@
+//! `cargo xtask test`, `cargo xtask run` and `cargo xtask bundle`: the GPU suite end to end.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use xshell::{Shell, cmd};
+
+use crate::build::{self, BuildOptions, BuiltImage, GpuTarget};
+
+/// The GPUs this machine can run programs on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gpus {
+    pub nvidia: bool,
+    pub amd: bool,
+}
+
+impl Gpus {
+    /// Asks the NVIDIA driver for a device (without panicking when it is missing) and looks for the AMD kernel
+    /// driver's `/dev/kfd`.
+    pub fn detect() -> Self {
+        Self { nvidia: gpu_loader::cuda::init_driver().is_ok(), amd: Path::new("/dev/kfd").exists() }
+    }
+
+    pub fn has(self, target: GpuTarget) -> bool {
+        match target {
+            GpuTarget::Nvptx => self.nvidia,
+            GpuTarget::Amdgpu => self.amd,
+        }
+    }
+
+    fn none(self) -> bool {
+        !self.nvidia && !self.amd
+    }
+}
+
+/// Builds the release host binaries the suite runs: `gpu-loader` and `gpu-suite`.
+pub fn build_host_binaries(sh: &Shell) -> Result<(PathBuf, PathBuf)> {
+    let root = crate::project_root();
+    let _dir = sh.push_dir(&root);
+    cmd!(sh, "cargo build --quiet --release --package loader --package tests").run()?;
+    Ok((root.join("target/release/gpu-loader"), root.join("target/release/gpu-suite")))
+}
+
+/// Checks every image statically: the three kernels with the ABI's parameters (for AMD, against the code object's
+/// metadata note), and well-formed constructor symbols. Needs no GPU.
+pub fn check_images(images: &[BuiltImage]) -> Result<()> {
+    let mut checked = 0;
+    for built in images {
+        let mut paths = vec![built.path.clone()];
+        let cubin = built.path.with_extension("cubin");
+        if cubin.is_file() {
+            paths.push(cubin);
+        }
+        for path in paths {
+            let image = gpu_loader::image::Image::read(&path)?;
+            image.check_startup_abi()?;
+            gpu_loader::ctors::ConstructorTable::of(&image)?;
+            checked += 1;
+        }
+    }
+    println!("xtask: static check passed for {checked} GPU images");
+    Ok(())
+}
+
+/// Options of `cargo xtask test`.
+#[derive(Clone, Debug)]
+pub struct TestOptions {
+    pub require_gpu: bool,
+    pub targets: Vec<GpuTarget>,
+    pub gpu_arch: Option<String>,
+    /// Passed to the GPU suite (libtest arguments: a name filter, `--exact`, ...).
+    pub suite_args: Vec<String>,
+    /// Skip the host tests and checks: only build and run the GPU suite.
+    pub gpu_only: bool,
+}
+
+/// Builds everything, runs the host tests and the static checks, then the GPU suite on every GPU the machine has.
+pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
+    let gpus = Gpus::detect();
+    if options.require_gpu && options.targets.iter().all(|&t| !gpus.has(t)) {
+        bail!("--require-gpu: no GPU for {} found on this machine", target_names(&options.targets));
+    }
+    let images = build::build(
+        sh,
+        &BuildOptions {
+            targets: options.targets.clone(),
+            gpu_arch: options.gpu_arch.clone(),
+            release: true,
+            programs: Vec::new(),
+        },
+    )?;
+    check_images(&images)?;
+    if !options.gpu_only {
+        host_tests(sh)?;
+    }
+    let (loader, suite) = build_host_binaries(sh)?;
+    let mut failed = Vec::new();
+    for &target in &options.targets {
+        if !gpus.has(target) {
+            continue;
+        }
+        let Some(dir) = images.iter().find(|i| i.target == target).and_then(|i| i.path.parent()) else { continue };
+        let target_name = target.name();
+        let args = &options.suite_args;
+        if cmd!(sh, "{suite} --loader {loader} --images {dir} --target {target_name} {args...}").run().is_err() {
+            failed.push(target_name);
+        }
+    }
+    if gpus.none() {
+        println!(
+            "xtask: GPU suite SKIPPED: no GPU on this machine (no NVIDIA driver with a device, no /dev/kfd). \
+             Everything else was built and tested; run `cargo xtask test` on a GPU machine, or carry \
+             `cargo xtask bundle` there."
+        );
+    }
+    if !failed.is_empty() {
+        bail!("the GPU suite failed on {}", failed.join(", "));
+    }
+    Ok(())
+}
+
+/// The host side: every workspace test (unit, integration, loom-free), then the HSA bindings' freshness where the
+/// ROCm headers are installed.
+fn host_tests(sh: &Shell) -> Result<()> {
+    let _dir = sh.push_dir(crate::project_root());
+    cmd!(sh, "cargo test --workspace").run().context("host tests failed")?;
+    if Path::new("/usr/include/hsa/hsa.h").is_file() {
+        crate::bindgen::run(sh, true)?;
+    } else {
+        println!("xtask: HSA bindings check skipped: /usr/include/hsa/hsa.h is not installed (libhsa-runtime-dev)");
+    }
+    Ok(())
+}
+
+fn target_names(targets: &[GpuTarget]) -> String {
+    targets.iter().map(|t| t.name()).collect::<Vec<_>>().join(" or ")
+}
+
+/// `cargo xtask run PROGRAM [LOADER OPTIONS] [-- ARGS]`: builds one program for the GPU this machine has and runs
+/// it with gpu-loader; returns the loader's exit code.
+pub fn run(sh: &Shell, program: &str, gpu_arch: Option<String>, loader_args: &[String]) -> Result<i32> {
+    let known = build::rust_programs()?;
+    if !known.iter().any(|p| p == program) {
+        bail!("no GPU program `{program}` in tests/programs (there are: {})", known.join(", "));
+    }
+    let gpus = Gpus::detect();
+    let target = if gpus.amd && !gpus.nvidia { GpuTarget::Amdgpu } else { GpuTarget::Nvptx };
+    let images = build::build(
+        sh,
+        &BuildOptions { targets: vec![target], gpu_arch, release: true, programs: vec![program.to_owned()] },
+    )?;
+    let image = images.into_iter().find(|i| i.program == program).context("the build produced no image")?;
+    if gpus.none() {
+        eprintln!(
+            "xtask: built {}; no GPU was found on this machine (no NVIDIA driver with a device, no /dev/kfd), so it \
+             was not run",
+            image.path.display()
+        );
+        return Ok(1);
+    }
+    let (loader, _) = build_host_binaries(sh)?;
+    let (options, program_args) = match loader_args.iter().position(|a| a == "--") {
+        Some(split) => (&loader_args[..split], &loader_args[split + 1..]),
+        None => (loader_args, &[][..]),
+    };
+    let image_path = &image.path;
+    let status = std::process::Command::new(&loader)
+        .args(options)
+        .arg(image_path)
+        .args(program_args)
+        .status()
+        .with_context(|| format!("cannot run {}", loader.display()))?;
+    let _ = sh;
+    Ok(status.code().unwrap_or(1))
+}
+
+/// `cargo xtask bundle`: a folder that runs the GPU suite on an x86-64 Linux GPU machine without Rust.
+pub fn bundle(sh: &Shell, out: &Path, gpu_arch: Option<String>) -> Result<()> {
+    let images = build::build(
+        sh,
+        &BuildOptions { targets: GpuTarget::ALL.to_vec(), gpu_arch, release: true, programs: Vec::new() },
+    )?;
+    check_images(&images)?;
+    let (loader, suite) = build_host_binaries(sh)?;
+    if out.exists() {
+        std::fs::remove_dir_all(out).with_context(|| format!("cannot replace {}", out.display()))?;
+    }
+    let bin = out.join("bin");
+    std::fs::create_dir_all(&bin)?;
+    for binary in [&loader, &suite] {
+        std::fs::copy(binary, bin.join(binary.file_name().expect("a file")))?;
+    }
+    for target in GpuTarget::ALL {
+        let Some(dir) = images.iter().find(|i| i.target == target).and_then(|i| i.path.parent()) else { continue };
+        let dest = out.join("images").join(target.name());
+        std::fs::create_dir_all(&dest)?;
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            std::fs::copy(&path, dest.join(path.file_name().expect("a file")))?;
+        }
+    }
+    let script = out.join("run-tests");
+    std::fs::write(&script, RUN_TESTS)?;
+    make_executable(&script)?;
+    std::fs::write(out.join("README.md"), BUNDLE_README)?;
+    let size = dir_size(out)?;
+    const LIMIT: u64 = 64 * 1024 * 1024;
+    if size > LIMIT {
+        bail!("the bundle is {} MiB, over its 64 MiB limit", size / (1024 * 1024));
+    }
+    println!("xtask: bundle at {} ({:.1} MiB): run {}/run-tests there", out.display(), size as f64 / 1048576.0, out.display());
+    Ok(())
+}
+
+const RUN_TESTS: &str = r#"#!/bin/sh
+# Runs the GPU suite of this bundle on the GPUs of this machine; extra arguments go to gpu-suite (a name filter,
+# --exact, --list, ...). Ends with `gpu: N passed, N failed` for each GPU vendor found.
+here=$(cd "$(dirname "$0")" && pwd)
+status=0
+ran=0
+if [ -e /dev/nvidiactl ] || command -v nvidia-smi >/dev/null 2>&1; then
+    ran=1
+    "$here/bin/gpu-suite" --loader "$here/bin/gpu-loader" --images "$here/images/nvptx" --target nvptx "$@" || status=1
+fi
+if [ -e /dev/kfd ]; then
+    ran=1
+    "$here/bin/gpu-suite" --loader "$here/bin/gpu-loader" --images "$here/images/amdgpu" --target amdgpu "$@" || status=1
+fi
+if [ "$ran" = 0 ]; then
+    echo "run-tests: no NVIDIA or AMD GPU found on this machine" >&2
+    exit 2
+fi
+exit $status
+"#;
+
+const BUNDLE_README: &str = "# GPU suite bundle\n\n\
+Made by `cargo xtask bundle`: release host binaries (`bin/gpu-loader`, `bin/gpu-suite`) and every GPU test \
+program with its expectations (`images/<target>/`). On an x86-64 Linux machine with an NVIDIA or AMD GPU and its \
+driver, `./run-tests` runs the suite and ends with `gpu: N passed, N failed`. Run one program by hand with \
+`bin/gpu-loader --threads 32 images/nvptx/hello.ptx`.\n";
+
+fn make_executable(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut permissions = std::fs::metadata(path)?.permissions();
+    permissions.set_mode(0o755);
+    std::fs::set_permissions(path, permissions)?;
+    Ok(())
+}
+
+fn dir_size(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let metadata = entry.metadata()?;
+        total += if metadata.is_dir() { dir_size(&entry.path())? } else { metadata.len() };
+    }
+    Ok(total)
+}
