@@ -66,7 +66,9 @@ impl ArgBlock {
         for slot in slots {
             let entry = &mut bytes[slot * POINTER..][..POINTER];
             let offset = u64::from_le_bytes(entry.try_into().expect("8 bytes"));
-            entry.copy_from_slice(&(base + offset).to_le_bytes());
+            // Wrapping: a device address is never within the block's length of 2^64, and a bad `base` must not
+            // panic (found by the `args` fuzz target).
+            entry.copy_from_slice(&base.wrapping_add(offset).to_le_bytes());
         }
         bytes
     }

@@ -81,7 +81,7 @@ impl CudaBackend {
         unsafe { sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_STACK_SIZE, options.stack_size) }
             .result()
             .map_err(driver_error("cuCtxSetLimit"))?;
-        backend.module = load_module(image)?;
+        backend.module = load_module(image, &JitCache::for_device(device))?;
         for (slot, kernel) in backend.kernels.iter_mut().zip(Kernel::ALL) {
             let name = CString::new(kernel.name()).expect("kernel names have no NUL");
             // SAFETY: the module is loaded; the name is a C string.
@@ -161,16 +161,27 @@ pub const MAX_REGISTERS: u32 = 64;
 /// whole-program, as `cuModuleLoadData` does with PTX, ptxas clones device functions into each kernel, and a
 /// function pointer stored by `_begin` — a constructor's `atexit` handler — is not callable from `_end`.) A fully
 /// linked cubin loads as it is.
-fn load_module(image: &Image) -> Result<sys::CUmodule> {
+fn load_module(image: &Image, cache: &JitCache) -> Result<sys::CUmodule> {
     let bad_image = |problem: String| LoaderError::BadImage { path: image.path.clone(), problem };
+    if image.kind == ImageKind::Cubin && !image.is_relocatable()? {
+        return load_linked_cubin(image);
+    }
+    let cached = cache.path(&image.bytes);
+    if let Some(cubin) = cached.as_ref().and_then(|path| std::fs::read(path).ok()) {
+        let mut module = std::ptr::null_mut();
+        // SAFETY: a cubin this loader linked earlier for this device and driver; if it was damaged, loading fails
+        // and the image is linked again below.
+        if unsafe { sys::cuModuleLoadData(&mut module, cubin.as_ptr().cast()) }.result().is_ok() {
+            return Ok(module);
+        }
+    }
     let (input_type, data) = match image.kind {
         ImageKind::Ptx => {
             let text = image.ptx_text()?;
             let text = CString::new(text).map_err(|_| bad_image("PTX contains a NUL byte".into()))?;
             (sys::CUjitInputType::CU_JIT_INPUT_PTX, text.into_bytes_with_nul())
         }
-        ImageKind::Cubin if image.is_relocatable()? => (sys::CUjitInputType::CU_JIT_INPUT_CUBIN, image.bytes.clone()),
-        ImageKind::Cubin => return load_linked_cubin(image),
+        ImageKind::Cubin => (sys::CUjitInputType::CU_JIT_INPUT_CUBIN, image.bytes.clone()),
         ImageKind::AmdCodeObject => unreachable!("the run dispatches AMD code objects to the HSA backend"),
     };
     let log = JitLog::new();
@@ -202,6 +213,10 @@ fn load_module(image: &Image) -> Result<sys::CUmodule> {
         let (mut cubin, mut size) = (std::ptr::null_mut(), 0usize);
         // SAFETY: the link state holds the one input added above.
         unsafe { sys::cuLinkComplete(link, &mut cubin, &mut size) }.result()?;
+        if let Some(path) = &cached {
+            // SAFETY: the link state owns `size` bytes at `cubin` until it is destroyed, after this closure.
+            JitCache::store(path, unsafe { std::slice::from_raw_parts(cubin.cast::<u8>(), size) });
+        }
         let mut module = std::ptr::null_mut();
         // SAFETY: `cubin` is the linked image the link state owns until it is destroyed, after this call.
         unsafe { sys::cuModuleLoadData(&mut module, cubin) }.result()?;
@@ -228,6 +243,66 @@ fn load_linked_cubin(image: &Image) -> Result<sys::CUmodule> {
     .result()
     .map_err(|error| LoaderError::BadImage { path: image.path.clone(), problem: log.problem(error) })?;
     Ok(module)
+}
+
+/// Linked cubins from earlier runs. The driver caches what `cuModuleLoadData` compiles, but not what its JIT linker
+/// links, and linking the startup's PTX takes about two seconds: the loader keeps its own cache, in
+/// `$GPU_LOADER_CACHE_DIR`, else `$XDG_CACHE_HOME/gpu-loader`, else `~/.cache/gpu-loader`. `GPU_LOADER_CACHE_DISABLE=1`
+/// turns it off. Entries are keyed by the image, the device's compute capability, the driver version, the
+/// register cap and the loader's version.
+pub struct JitCache {
+    dir: Option<std::path::PathBuf>,
+    salt: String,
+}
+
+impl JitCache {
+    fn for_device(device: sys::CUdevice) -> Self {
+        let disabled = std::env::var_os("GPU_LOADER_CACHE_DISABLE").is_some_and(|v| v != "0" && !v.is_empty());
+        let dir = std::env::var_os("GPU_LOADER_CACHE_DIR")
+            .map(std::path::PathBuf::from)
+            .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| std::path::PathBuf::from(d).join("gpu-loader")))
+            .or_else(|| std::env::var_os("HOME").map(|d| std::path::PathBuf::from(d).join(".cache/gpu-loader")))
+            .filter(|_| !disabled);
+        let attribute = |attribute| {
+            // SAFETY: plain queries on a valid device.
+            unsafe { result::device::get_attribute(device, attribute) }.unwrap_or(-1)
+        };
+        let mut driver = 0;
+        // SAFETY: writes one int.
+        let _ = unsafe { sys::cuDriverGetVersion(&mut driver) };
+        let salt = format!(
+            "sm{}{}-driver{driver}-regs{MAX_REGISTERS}-loader{}",
+            attribute(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+            attribute(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
+            env!("CARGO_PKG_VERSION")
+        );
+        Self { dir, salt }
+    }
+
+    /// Where the linked form of `image` is (or would be) kept.
+    fn path(&self, image: &[u8]) -> Option<std::path::PathBuf> {
+        use std::hash::{Hash, Hasher};
+        let dir = self.dir.as_ref()?;
+        // Two independently seeded 64-bit hashes: a 128-bit key, so distinct images do not collide in practice.
+        let hash = |seed: u8| {
+            let mut hasher = std::hash::DefaultHasher::new();
+            (seed, &self.salt, image).hash(&mut hasher);
+            hasher.finish()
+        };
+        Some(dir.join(format!("{:016x}{:016x}-{}.cubin", hash(1), hash(2), image.len())))
+    }
+
+    /// Keeps `cubin` at `path`, atomically; a cache that cannot be written is only a slower next run.
+    fn store(path: &std::path::Path, cubin: &[u8]) {
+        let Some(dir) = path.parent() else { return };
+        if std::fs::create_dir_all(dir).is_err() {
+            return;
+        }
+        let temporary = path.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&temporary, cubin).is_ok() && std::fs::rename(&temporary, path).is_err() {
+            let _ = std::fs::remove_file(&temporary);
+        }
+    }
 }
 
 /// The JIT's error log, whose first error line names what is wrong with a bad image.

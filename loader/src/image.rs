@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use object::{Object, ObjectSection, ObjectSymbol};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 use startup_common::abi;
 
 use crate::error::{LoaderError, Result};
@@ -56,8 +56,13 @@ pub struct Image {
 impl Image {
     /// Reads and classifies `path`.
     pub fn read(path: &Path) -> Result<Self> {
-        if path.is_dir() {
+        let metadata = std::fs::metadata(path).map_err(|source| LoaderError::Read { path: path.to_owned(), source })?;
+        if metadata.is_dir() {
             return Err(bad(path, "is a directory, not a GPU image"));
+        }
+        // Reading a FIFO blocks until a writer comes, and `/dev/zero` never ends: only regular files are images.
+        if !metadata.is_file() {
+            return Err(bad(path, "is not a regular file (a device, FIFO or socket), not a GPU image"));
         }
         let bytes = std::fs::read(path).map_err(|source| LoaderError::Read { path: path.to_owned(), source })?;
         Self::from_bytes(path, bytes)
@@ -105,7 +110,9 @@ impl Image {
     /// fields do.
     pub fn check_startup_abi(&self) -> Result<()> {
         if self.kind == ImageKind::AmdCodeObject {
-            let metadata = crate::hsa::metadata::CodeObjectMetadata::read(&self.bytes).map_err(|p| bad(&self.path, &p))?;
+            let metadata =
+                crate::hsa::metadata::CodeObjectMetadata::read(&self.bytes).map_err(|p| bad(&self.path, &p))?;
+            check_argument_extents(&metadata).map_err(|p| bad(&self.path, &p))?;
             return metadata.startup_kernels().map(drop).map_err(|p| bad(&self.path, &p));
         }
         let kernels = self.kernel_signatures()?;
@@ -141,8 +148,30 @@ impl Image {
     }
 
     fn elf(&self) -> Result<object::File<'_>> {
-        object::File::parse(&*self.bytes).map_err(|error| bad(&self.path, &format!("is a truncated or corrupt ELF file: {error}")))
+        object::File::parse(&*self.bytes)
+            .map_err(|error| bad(&self.path, &format!("is a truncated or corrupt ELF file: {error}")))
     }
+}
+
+/// A kernarg segment is at most a few KiB (the AQL packet's size field is a `u32`): arguments past 4 GiB are
+/// corrupt metadata, refused before the ABI check adds offsets and sizes.
+fn check_argument_extents(metadata: &crate::hsa::metadata::CodeObjectMetadata) -> std::result::Result<(), String> {
+    for kernel in &metadata.kernels {
+        let too_far = |value: u64| value > u64::from(u32::MAX);
+        if too_far(kernel.kernarg_segment_size) {
+            return Err(format!(
+                "kernel `{}` has a kernarg segment of {} bytes in its AMDGPU metadata",
+                kernel.name, kernel.kernarg_segment_size
+            ));
+        }
+        if let Some(arg) = kernel.args.iter().find(|arg| too_far(arg.offset) || too_far(arg.size)) {
+            return Err(format!(
+                "kernel `{}` has an argument of {} bytes at offset {} in its AMDGPU metadata",
+                kernel.name, arg.size, arg.offset
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn bad(path: &Path, problem: &str) -> LoaderError {
@@ -173,6 +202,7 @@ fn classify(path: &Path, bytes: &[u8]) -> Result<ImageKind> {
         };
         let file = object::File::parse(bytes)
             .map_err(|error| bad(path, &format!("is a truncated or corrupt ELF file: {error}")))?;
+        check_elf_extents(path, &file)?;
         if kind == ImageKind::AmdCodeObject && file.kind() != object::ObjectKind::Dynamic {
             return Err(bad(path, "is an AMDGPU relocatable object, not a linked code object (ET_DYN)"));
         }
@@ -182,6 +212,27 @@ fn classify(path: &Path, bytes: &[u8]) -> Result<ImageKind> {
         return Ok(ImageKind::Ptx);
     }
     Err(bad(path, "is not a GPU image (expected PTX text, an NVIDIA cubin or an AMD code object)"))
+}
+
+/// Every section's and segment's bytes must lie inside the file: `object` parses them lazily, so a file cut off
+/// after its headers would otherwise pass for whole until the driver reads past its end.
+fn check_elf_extents(path: &Path, file: &object::File<'_>) -> Result<()> {
+    for section in file.sections() {
+        // `SHT_NOBITS` sections have no bytes in the file: their `data` is empty, never an error.
+        if section.data().is_err() {
+            let name = section.name().unwrap_or("?");
+            return Err(bad(path, &format!("is a truncated or corrupt ELF file: section `{name}` lies past its end")));
+        }
+    }
+    for segment in file.segments() {
+        if segment.data().is_err() {
+            return Err(bad(
+                path,
+                &format!("is a truncated or corrupt ELF file: a segment at {:#x} lies past its end", segment.address()),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn machine_name(machine: u16) -> &'static str {
@@ -243,8 +294,7 @@ fn ptx_globals(text: &str) -> Vec<String> {
                 // `.visible .global .align 8 .u64 NAME = ...;` or `... .b8 NAME[16];`: the name is the first word
                 // that is not a directive or a number.
                 let name = words
-                    .filter(|w| !w.starts_with('.') && !w.chars().all(|c| c.is_ascii_digit()))
-                    .next()
+                    .find(|w| !w.starts_with('.') && !w.chars().all(|c| c.is_ascii_digit()))
                     .map(|w| w.trim_end_matches(';').split(['[', '=']).next().unwrap_or(w).to_owned());
                 names.extend(name);
             }
@@ -268,8 +318,14 @@ fn ptx_kernels(text: &str) -> std::result::Result<Vec<KernelSignature>, String> 
         if let Some(open) = after_name.trim_start().strip_prefix('(') {
             let close = open.find(')').ok_or_else(|| format!("unterminated parameter list of `{name}`"))?;
             for param in open[..close].split(',').map(str::trim).filter(|p| !p.is_empty()) {
-                param_sizes.push(ptx_param_size(param).ok_or_else(|| format!("cannot read parameter `{param}` of `{name}`"))?);
+                param_sizes.push(ptx_param_size(param).ok_or_else(|| {
+                    // A declaration may span lines; the message is one.
+                    let param = param.split_whitespace().collect::<Vec<_>>().join(" ");
+                    format!("cannot read parameter `{param}` of `{name}`")
+                })?);
             }
+            // Go on after the list: no `.entry` lies inside one, and rescanning it for each could take quadratic time.
+            rest = &open[close..];
         }
         kernels.push(KernelSignature { name, param_sizes });
     }
@@ -286,7 +342,7 @@ fn ptx_param_size(param: &str) -> Option<u64> {
         Some((_, rest)) => rest.strip_suffix(']')?.parse().ok()?,
         None => 1,
     };
-    Some(bits / 8 * count)
+    (bits / 8).checked_mul(count)
 }
 
 /// Kernels of a cubin: `STT_FUNC` symbols with a `.nv.info.NAME` section, whose `EIATTR_PARAM_CBANK` attribute
@@ -416,6 +472,42 @@ mod tests {
         assert!(error.contains("is a directory"), "{error}");
         let error = Image::read(Path::new("/nonexistent/prog.ptx")).unwrap_err().to_string();
         assert!(error.starts_with("cannot read /nonexistent/prog.ptx"), "{error}");
+    }
+
+    #[test]
+    fn amd_arguments_past_4_gib_are_refused_before_any_arithmetic() {
+        use crate::hsa::metadata::{CodeObjectMetadata, KernelArg, KernelMetadata};
+        let arg = |offset, size| KernelArg { offset, size, value_kind: "by_value".into() };
+        let metadata = |args, kernarg_segment_size| CodeObjectMetadata {
+            target: None,
+            kernels: vec![KernelMetadata { name: "_start".into(), args, kernarg_segment_size, ..Default::default() }],
+        };
+        check_argument_extents(&metadata(vec![arg(0, 32), arg(32, 8)], 256)).unwrap();
+        let error = check_argument_extents(&metadata(vec![arg(0, u64::MAX), arg(u64::MAX, 2)], 256)).unwrap_err();
+        assert!(error.contains("kernel `_start` has an argument of 18446744073709551615 bytes at offset 0"), "{error}");
+        let error = check_argument_extents(&metadata(vec![arg(1 << 40, 8)], 256)).unwrap_err();
+        assert!(error.contains("at offset 1099511627776"), "{error}");
+        let error = check_argument_extents(&metadata(vec![], u64::MAX)).unwrap_err();
+        assert!(error.contains("kernarg segment of 18446744073709551615 bytes"), "{error}");
+    }
+
+    #[test]
+    fn ptx_parameter_sizes_do_not_overflow() {
+        assert_eq!(ptx_param_size(".param .b64 x[3000000000000000000]"), None);
+        let huge = PTX.replace(".b8 _start_param_0[32]", ".b64 _start_param_0[3000000000000000000]");
+        let error = image(huge.as_bytes()).unwrap().check_startup_abi().unwrap_err().to_string();
+        assert!(error.contains("cannot read parameter"), "{error}");
+    }
+
+    #[test]
+    fn many_entries_before_one_parameter_list_parse_in_linear_time() {
+        let mut ptx = String::from(".version 7.8\n.target sm_90\n");
+        // Each list runs to the one `)` at the end and reads as one `.u64` parameter.
+        ptx.push_str(&".entry a(.param .u64 x ".repeat(100_000));
+        ptx.push(')');
+        let started = std::time::Instant::now();
+        let _ = image(ptx.as_bytes()).unwrap().kernel_signatures();
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
     }
 
     #[test]

@@ -8,12 +8,25 @@ use crate::error::{LoaderError, Result};
 pub fn validate(params: &LaunchParams) -> Result<()> {
     for (what, dims) in [("threads", params.threads), ("blocks", params.blocks)] {
         if let Some(axis) = dims.iter().position(|&n| n == 0) {
-            return Err(LoaderError::BadLaunch(format!("{what} in {} is 0; each count must be at least 1", axis_name(axis))));
+            return Err(LoaderError::BadLaunch(format!(
+                "{what} in {} is 0; each count must be at least 1",
+                axis_name(axis)
+            )));
         }
     }
-    let per_block: u64 = params.threads.iter().map(|&n| u64::from(n)).product();
-    if per_block > u64::from(u32::MAX) {
-        return Err(LoaderError::BadLaunch(format!("{per_block} threads per block is absurd")));
+    // Checked products: three `u32::MAX` counts overflow even a `u64`.
+    let product = |counts: &[u32]| counts.iter().try_fold(1u64, |total, &n| total.checked_mul(u64::from(n)));
+    let [x, y, z] = params.threads;
+    if product(&params.threads).is_none_or(|per_block| per_block > u64::from(u32::MAX)) {
+        return Err(LoaderError::BadLaunch(format!("{x}x{y}x{z} threads per block is absurd (over 2^32 - 1)")));
+    }
+    // Keeps `LaunchParams::total_threads` from overflowing: no device runs 2^64 threads.
+    if product(&[params.threads, params.blocks].concat()).is_none() {
+        let [bx, by, bz] = params.blocks;
+        return Err(LoaderError::BadLaunch(format!(
+            "{x}x{y}x{z} threads per block in {bx}x{by}x{bz} blocks is absurd: the grid would have more than 2^64 \
+             threads"
+        )));
     }
     Ok(())
 }
@@ -25,7 +38,7 @@ pub fn check_limits(
     max_block_dims: [u32; 3],
     max_grid_dims: [u32; 3],
 ) -> Result<()> {
-    let per_block: u64 = params.threads.iter().map(|&n| u64::from(n)).product();
+    let per_block = params.threads.iter().fold(1u64, |total, &n| total.saturating_mul(u64::from(n)));
     if per_block > u64::from(max_threads_per_block) {
         return Err(LoaderError::BadLaunch(format!(
             "{per_block} threads per block exceeds the device's limit of {max_threads_per_block}"
@@ -87,5 +100,13 @@ mod tests {
         assert!(error.contains("70000 blocks in y exceeds"), "{error}");
         let error = validate(&params([u32::MAX, u32::MAX, 1], [1, 1, 1])).unwrap_err().to_string();
         assert!(error.contains("absurd"), "{error}");
+        // Three `u32::MAX` overflow a `u64` product: an error, not an overflow panic.
+        let error = validate(&params([u32::MAX; 3], [1, 1, 1])).unwrap_err().to_string();
+        assert!(error.contains("4294967295x4294967295x4294967295 threads per block is absurd"), "{error}");
+        let error = check_limits(&params([u32::MAX; 3], [1, 1, 1]), per_block, block, grid).unwrap_err().to_string();
+        assert!(error.contains("exceeds the device's limit of 1024"), "{error}");
+        let error = validate(&params([1024, 1, 1], [u32::MAX, u32::MAX, u32::MAX])).unwrap_err().to_string();
+        assert!(error.contains("more than 2^64 threads"), "{error}");
+        validate(&params([1024, 1, 1], [u32::MAX, 65535, 1])).unwrap();
     }
 }

@@ -63,6 +63,11 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
+/// The message with its line breaks escaped: a path or a driver message may hold one, and the error is one line.
+fn one_line(message: &str) -> String {
+    message.replace('\r', "\\r").replace('\n', "\\n")
+}
+
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -87,7 +92,7 @@ fn main() {
     let code = match gpu_loader::install_signal_handlers().and_then(|()| run(&options)) {
         Ok(report) => report.status.exit_code(),
         Err(error) => {
-            eprintln!("gpu-loader: {error}");
+            eprintln!("gpu-loader: {}", one_line(&error.to_string()));
             match error {
                 gpu_loader::LoaderError::DeviceFault { .. } => gpu_loader::status::DEVICE_FAULT_EXIT_CODE,
                 _ => LOADER_ERROR_EXIT_CODE,

@@ -185,69 +185,116 @@ pub fn run(options: &RunOptions) -> Result<RunReport> {
 }
 
 /// The shared launch path, for any backend.
-pub fn run_on<B: Backend>(mut backend: B, options: &RunOptions, arguments: &ArgBlock, started: Instant) -> Result<RunReport> {
-    backend.check_launch(&options.launch)?;
+pub fn run_on<B: Backend>(backend: B, options: &RunOptions, arguments: &ArgBlock, started: Instant) -> Result<RunReport> {
     if options.print_resource_usage {
-        for kernel in Kernel::ALL {
-            let usage = backend.resource_usage(kernel)?;
-            eprintln!(
-                "gpu-loader: {:>6}: registers {}, shared {} B, local {} B, max threads per block {}",
-                kernel.name(),
-                usage.registers.map_or("n/a".into(), |r| r.to_string()),
-                usage.shared_bytes,
-                usage.local_bytes,
-                usage.max_threads_per_block.map_or("n/a".into(), |t| t.to_string()),
-            );
-        }
+        print_resource_usage(&backend)?;
     }
     let loaded = started.elapsed();
-
-    let lane_size = backend.lane_size();
-    let region = backend.alloc_host_mapped(rpc::region_size(options.rpc_ports, lane_size))?;
-    let control = backend.alloc_host_mapped(size_of::<Control>())?;
-    let args_base = backend.alloc_device(arguments.len())?;
-    backend.copy_to_device(args_base, &arguments.at_address(args_base))?;
-    let result = backend.alloc_device(size_of::<i32>())?;
-
-    let argv = args_base as *mut *mut core::ffi::c_char;
-    let envp = (args_base + arguments.envp_offset() as u64) as *mut *mut core::ffi::c_char;
-    let begin = BeginArgs {
-        argc: arguments.argc(),
-        rpc_port_count: options.rpc_ports,
-        argv,
-        envp,
-        rpc_region: region.device as *mut _,
-        control: control.device as *mut Control,
-    };
-    let start = StartArgs { argc: arguments.argc(), reserved: 0, argv, envp, result: result as *mut i32 };
-    let end = EndArgs { result: result as *const i32 };
-
-    // SAFETY: the region is `region_size` zeroed bytes of host-mapped memory that lives as long as `backend`, which
-    // outlives the server.
-    let mut server = unsafe { HostServer::new(region.host.cast(), options.rpc_ports, lane_size) };
-
-    // All three kernels are queued at once: stream order runs them one after another, `_end` reads `main`'s
-    // combined result from device memory, and nothing waits on the host between them.
-    backend.launch(Kernel::Begin, &LaunchParams::SINGLE, begin.as_bytes())?;
-    backend.launch(Kernel::Start, &options.launch, start.as_bytes())?;
-    backend.launch(Kernel::End, &LaunchParams::SINGLE, end.as_bytes())?;
-    let launched = started.elapsed();
-
-    let outcome = serve(&mut backend, &mut server, options, control.host.cast::<Control>());
-    let flushed = server.flush().map_err(|error| LoaderError::Rpc(error.to_string()));
+    let mut session = Session::new(backend, options, arguments)?;
+    let outcome = session.run(&options.launch);
     if options.verbose {
-        eprintln!("gpu-loader: init + load {loaded:.1?}, launch {:.1?}, total {:.1?}", launched - loaded, started.elapsed());
-        if let Some([b, s, e]) = backend.kernel_times() {
+        eprintln!("gpu-loader: init and load {loaded:.1?}, run {:.1?}", started.elapsed() - loaded);
+        if let Some([b, s, e]) = session.backend.kernel_times() {
             eprintln!("gpu-loader: _begin {b:.1?}, _start {s:.1?}, _end {e:.1?}");
         }
     }
     let report = outcome?;
-    flushed?;
     if !report.finished {
         // Kernels may still run: tearing the context down under them could block on them forever.
-        std::mem::forget(backend);
+        std::mem::forget(session);
     }
     Ok(report)
+}
+
+fn print_resource_usage<B: Backend>(backend: &B) -> Result<()> {
+    for kernel in Kernel::ALL {
+        let usage = backend.resource_usage(kernel)?;
+        eprintln!(
+            "gpu-loader: {:>6}: registers {}, shared {} B, local {} B, max threads per block {}",
+            kernel.name(),
+            usage.registers.map_or("n/a".into(), |r| r.to_string()),
+            usage.shared_bytes,
+            usage.local_bytes,
+            usage.max_threads_per_block.map_or("n/a".into(), |t| t.to_string()),
+        );
+    }
+    Ok(())
+}
+
+/// A loaded program with its arguments and RPC region in place, ready to run: once, as `gpu-loader` does, or again
+/// and again, as the benchmarks do (each `_begin` starts the startup afresh).
+pub struct Session<B: Backend> {
+    backend: B,
+    server: HostServer,
+    options: RunOptions,
+    control: *const Control,
+    result: u64,
+    begin: BeginArgs,
+    start: StartArgs,
+    end: EndArgs,
+}
+
+impl<B: Backend> Session<B> {
+    /// Allocates the RPC region, the control block, the argument block and the result word, and copies the
+    /// arguments.
+    pub fn new(mut backend: B, options: &RunOptions, arguments: &ArgBlock) -> Result<Self> {
+        backend.check_launch(&options.launch)?;
+        let lane_size = backend.lane_size();
+        let region = backend.alloc_host_mapped(rpc::region_size(options.rpc_ports, lane_size))?;
+        let control = backend.alloc_host_mapped(size_of::<Control>())?;
+        let args_base = backend.alloc_device(arguments.len())?;
+        backend.copy_to_device(args_base, &arguments.at_address(args_base))?;
+        let result = backend.alloc_device(size_of::<i32>())?;
+
+        let argv = args_base as *mut *mut core::ffi::c_char;
+        let envp = (args_base + arguments.envp_offset() as u64) as *mut *mut core::ffi::c_char;
+        let begin = BeginArgs {
+            argc: arguments.argc(),
+            rpc_port_count: options.rpc_ports,
+            argv,
+            envp,
+            rpc_region: region.device as *mut _,
+            control: control.device as *mut Control,
+        };
+        let start = StartArgs { argc: arguments.argc(), reserved: 0, argv, envp, result: result as *mut i32 };
+        let end = EndArgs { result: result as *const i32 };
+        // SAFETY: the region is `region_size` zeroed bytes of host-mapped memory that lives as long as `backend`,
+        // which the session owns alongside the server.
+        let server = unsafe { HostServer::new(region.host.cast(), options.rpc_ports, lane_size) };
+        Ok(Self {
+            backend,
+            server,
+            options: options.clone(),
+            control: control.host.cast::<Control>(),
+            result,
+            begin,
+            start,
+            end,
+        })
+    }
+
+    /// Runs `_begin`, `_start` on `launch`, and `_end`, serving RPC until the program ends.
+    pub fn run(&mut self, launch: &LaunchParams) -> Result<RunReport> {
+        self.backend.copy_to_device(self.result, &0i32.to_ne_bytes())?;
+        // SAFETY: the control block is host-mapped memory the backend keeps alive; no kernel runs now.
+        unsafe { std::ptr::addr_of_mut!((*self.control.cast_mut()).progress).write_volatile(abi::progress::NOT_STARTED) };
+        self.server.start_run();
+        // All three kernels are queued at once: stream order runs them one after another, `_end` reads `main`'s
+        // combined result from device memory, and nothing waits on the host between them.
+        self.backend.launch(Kernel::Begin, &LaunchParams::SINGLE, self.begin.as_bytes())?;
+        self.backend.launch(Kernel::Start, launch, self.start.as_bytes())?;
+        self.backend.launch(Kernel::End, &LaunchParams::SINGLE, self.end.as_bytes())?;
+        let outcome = serve(&mut self.backend, &mut self.server, &self.options, self.control);
+        let flushed = self.server.flush().map_err(|error| LoaderError::Rpc(error.to_string()));
+        let report = outcome?;
+        flushed?;
+        Ok(report)
+    }
+
+    /// The backend, for launching other work in the same context.
+    pub fn backend(&mut self) -> &mut B {
+        &mut self.backend
+    }
 }
 
 /// Serves RPC until the program reports its end, faults, times out or the loader is interrupted.
@@ -264,8 +311,7 @@ fn serve<B: Backend>(backend: &mut B, server: &mut HostServer, options: &RunOpti
                 Outcome::Exit(code) => RunStatus::Exited(code),
                 Outcome::Abort => RunStatus::Aborted,
             };
-            let finished = matches!(backend.poll(), Ok(Progress::Finished));
-            return Ok(RunReport { status, finished });
+            return Ok(RunReport { status, finished: settle(backend, server)? });
         }
         if worked {
             idle_passes = 0;
@@ -302,6 +348,21 @@ fn serve<B: Backend>(backend: &mut B, server: &mut HostServer, options: &RunOpti
         if let Some(signal) = pending_signal() {
             drain(server)?;
             return Ok(RunReport { status: RunStatus::Interrupted(signal), finished: false });
+        }
+    }
+}
+
+/// After the program reported its end: whether the kernels finish within a short grace period (they do when `_end`
+/// reported; threads still running after an `exit` elsewhere may not), serving RPC meanwhile.
+fn settle<B: Backend>(backend: &mut B, server: &mut HostServer) -> Result<bool> {
+    const GRACE: Duration = Duration::from_millis(20);
+    let deadline = Instant::now() + GRACE;
+    loop {
+        match backend.poll()? {
+            Progress::Finished => return Ok(true),
+            Progress::Faulted(_) => return Ok(false),
+            Progress::Running if Instant::now() >= deadline => return Ok(false),
+            Progress::Running => drain(server)?,
         }
     }
 }

@@ -194,6 +194,11 @@ impl HostServer {
         self.context.outcome
     }
 
+    /// Forgets the outcome of an earlier run of the same program, so that the server reports the next one.
+    pub fn start_run(&mut self) {
+        self.context.outcome = None;
+    }
+
     /// Whether the last [`poll`](Self::poll) found any message: a caller draining the ports polls until it is false.
     pub fn served_last_poll(&self) -> bool {
         self.served

@@ -37,6 +37,13 @@ impl<const N: usize> AtExitRegistry<N> {
         Ok(())
     }
 
+    /// Forgets every handler: a new run of the program's kernels starts with an empty registry.
+    pub fn clear(&self) {
+        let mut handlers = self.handlers.lock();
+        handlers.slots = [None; N];
+        handlers.len = 0;
+    }
+
     /// Runs every handler, the latest first. A handler may register another; it runs next. The lock is not held
     /// while a handler runs, so handlers may call `atexit` without deadlocking.
     pub fn run_all(&self) {
@@ -77,6 +84,18 @@ mod tests {
         }
         registry.run_all();
         assert_eq!(*LOG.lock().unwrap(), [3, 2, 1]);
+    }
+
+    #[test]
+    fn clear_empties_the_registry() {
+        recorder!(LOG, handler => 1);
+        let registry = AtExitRegistry::<2>::new();
+        registry.register(handler).unwrap();
+        registry.register(handler).unwrap();
+        registry.clear();
+        registry.register(handler).unwrap();
+        registry.run_all();
+        assert_eq!(*LOG.lock().unwrap(), [1]);
     }
 
     #[test]

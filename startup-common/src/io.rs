@@ -51,6 +51,21 @@ impl File {
     }
 }
 
+/// The bytes of a C string, without its NUL. Counts them itself rather than through `CStr::from_ptr`, which calls
+/// libc's `strlen`: nothing defines that on AMD, where a C program's `puts` would then fail to link.
+///
+/// # Safety
+/// `text` must point to a NUL-terminated string that outlives `'a`.
+pub unsafe fn c_string_bytes<'a>(text: *const core::ffi::c_char) -> &'a [u8] {
+    let mut len = 0;
+    // SAFETY: the caller guarantees a NUL within the string, so every byte up to it is readable.
+    while unsafe { text.add(len).read() } != 0 {
+        len += 1;
+    }
+    // SAFETY: the `len` bytes before the NUL are readable and live for `'a` (caller's guarantee).
+    unsafe { core::slice::from_raw_parts(text.cast::<u8>(), len) }
+}
+
 /// Writes `bytes` to `stream` as one message.
 pub fn write<G: Gpu>(client: &Client<G>, stream: Stream, bytes: &[u8]) {
     send_chunk(client, head::<G>(stream, 0), bytes);
@@ -209,4 +224,15 @@ macro_rules! eprintln {
     ($($arg:tt)*) => {
         $crate::io::_print($crate::io::Stream::Stderr, ::core::format_args!("{}\n", ::core::format_args!($($arg)*)))
     };
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn c_strings_lose_only_their_nul() {
+        // SAFETY: both are NUL-terminated literals.
+        let (empty, text) = unsafe { (super::c_string_bytes(c"".as_ptr()), super::c_string_bytes(c"abc".as_ptr())) };
+        assert_eq!(empty, b"");
+        assert_eq!(text, b"abc");
+    }
 }

@@ -113,8 +113,8 @@ macro_rules! target_runtime {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn puts(text: *const ::core::ffi::c_char) -> ::core::ffi::c_int {
             // SAFETY: the caller passes a C string, as `puts` requires.
-            let text = unsafe { ::core::ffi::CStr::from_ptr(text) };
-            $crate::io::write_line(RUNTIME.client(), $crate::io::Stream::Stdout, text.to_bytes());
+            let text = unsafe { $crate::io::c_string_bytes(text) };
+            $crate::io::write_line(RUNTIME.client(), $crate::io::Stream::Stdout, text);
             0
         }
 
@@ -132,9 +132,9 @@ macro_rules! target_runtime {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn fputs(text: *const ::core::ffi::c_char, stream: *mut $crate::io::File) -> ::core::ffi::c_int {
             // SAFETY: the caller passes a C string, as `fputs` requires.
-            let text = unsafe { ::core::ffi::CStr::from_ptr(text) };
+            let text = unsafe { $crate::io::c_string_bytes(text) };
             match $crate::io::File::stream(stream) {
-                Some(stream) => { $crate::io::write(RUNTIME.client(), stream, text.to_bytes()); 0 }
+                Some(stream) => { $crate::io::write(RUNTIME.client(), stream, text); 0 }
                 None => -1,
             }
         }

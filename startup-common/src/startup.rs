@@ -68,6 +68,9 @@ impl<G: Gpu> Runtime<G> {
         // client yet: `_begin` is the program's first kernel and runs on one thread.
         unsafe { self.client.reset(args.rpc_region, args.rpc_port_count) };
         self.control.store(args.control, Ordering::Relaxed);
+        // The loader may run a loaded program's kernels again (the benchmarks do): each `_begin` starts a new run.
+        self.exiting.store(false, Ordering::Relaxed);
+        self.atexit.clear();
 
         // The destructors are registered first so that they run last: after every handler that a constructor or
         // `main` registers later, as C requires of `atexit` handlers versus static destructors.

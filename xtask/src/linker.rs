@@ -98,6 +98,10 @@ impl LinkRequest {
 
         let mut llc = tools.command("llc");
         llc.arg(&optimized).arg("-o").arg(&self.output).arg(format!("-O{}", llc_level(self.opt_level)));
+        // C constructors (`llvm.global_ctors`) become `__init_array_object_*` globals, which the loader gathers; llc
+        // would also add weak kernels `nvptx$device$init`/`fini` that call them with no arguments. The startup's
+        // `_begin` runs them instead, with `main`'s arguments, so those kernels are left out.
+        llc.arg("--nvptx-emit-init-fini-kernel=false");
         if let Some(cpu) = &self.target_cpu {
             llc.arg(format!("-mcpu={cpu}"));
         }

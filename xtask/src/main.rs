@@ -31,6 +31,15 @@ enum Command {
         #[arg(long)]
         gpu_arch: Option<String>,
     },
+    /// Measure the startup and the RPC channel against bare baselines on this machine's NVIDIA GPU.
+    Bench {
+        /// GPU architecture to build for.
+        #[arg(long)]
+        gpu_arch: Option<String>,
+        /// Options for gpu-bench (--repeat N, --only NAME).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        bench_args: Vec<String>,
+    },
     /// Regenerate the HSA bindings (loader/src/hsa/sys.rs) from the installed ROCm headers.
     Bindgen {
         /// Fail if the committed bindings differ from what the headers generate, instead of writing them.
@@ -133,6 +142,7 @@ fn run(cli: Cli) -> Result<()> {
             std::process::exit(code)
         }
         Command::Bundle { out, gpu_arch } => xtask::suite::bundle(&sh, &out, gpu_arch),
+        Command::Bench { gpu_arch, bench_args } => xtask::suite::bench(&sh, gpu_arch, &bench_args),
     }
 }
 

@@ -33,12 +33,31 @@ impl Gpus {
     }
 }
 
-/// Builds the release host binaries the suite runs: `gpu-loader` and `gpu-suite`.
+/// Builds the release host binaries the suite runs: `gpu-loader` and `gpu-suite` (and `gpu-bench`).
 pub fn build_host_binaries(sh: &Shell) -> Result<(PathBuf, PathBuf)> {
     let root = crate::project_root();
     let _dir = sh.push_dir(&root);
     cmd!(sh, "cargo build --quiet --release --package loader --package tests").run()?;
     Ok((root.join("target/release/gpu-loader"), root.join("target/release/gpu-suite")))
+}
+
+/// `cargo xtask bench`: the benchmarks on this machine's NVIDIA GPU; the table on stdout, JSON in
+/// `target/bench.json`.
+pub fn bench(sh: &Shell, gpu_arch: Option<String>, bench_args: &[String]) -> Result<()> {
+    if !Gpus::detect().nvidia {
+        bail!("the benchmarks need an NVIDIA GPU, and none was found on this machine");
+    }
+    let images = build::build(
+        sh,
+        &BuildOptions { targets: vec![GpuTarget::Nvptx], gpu_arch, release: true, programs: Vec::new() },
+    )?;
+    let dir = images.first().and_then(|i| i.path.parent()).context("no images were built")?.to_owned();
+    let (loader, _) = build_host_binaries(sh)?;
+    let root = crate::project_root();
+    let bench = root.join("target/release/gpu-bench");
+    let json = root.join("target/bench.json");
+    cmd!(sh, "{bench} --images {dir} --loader {loader} --json {json} {bench_args...}").run()?;
+    Ok(())
 }
 
 /// Checks every image statically: the three kernels with the ABI's parameters (for AMD, against the code object's
@@ -187,7 +206,8 @@ pub fn bundle(sh: &Shell, out: &Path, gpu_arch: Option<String>) -> Result<()> {
     }
     let bin = out.join("bin");
     std::fs::create_dir_all(&bin)?;
-    for binary in [&loader, &suite] {
+    let bench = loader.with_file_name("gpu-bench");
+    for binary in [&loader, &suite, &bench] {
         std::fs::copy(binary, bin.join(binary.file_name().expect("a file")))?;
     }
     for target in GpuTarget::ALL {
@@ -199,9 +219,11 @@ pub fn bundle(sh: &Shell, out: &Path, gpu_arch: Option<String>) -> Result<()> {
             std::fs::copy(&path, dest.join(path.file_name().expect("a file")))?;
         }
     }
-    let script = out.join("run-tests");
-    std::fs::write(&script, RUN_TESTS)?;
-    make_executable(&script)?;
+    for (name, text) in [("run-tests", RUN_TESTS), ("bench", BENCH)] {
+        let script = out.join(name);
+        std::fs::write(&script, text)?;
+        make_executable(&script)?;
+    }
     std::fs::write(out.join("README.md"), BUNDLE_README)?;
     let size = dir_size(out)?;
     const LIMIT: u64 = 64 * 1024 * 1024;
@@ -233,10 +255,17 @@ fi
 exit $status
 "#;
 
+const BENCH: &str = r#"#!/bin/sh
+# Runs the benchmarks on this machine's NVIDIA GPU: a table on stdout, JSON in ./bench.json. Extra arguments go to
+# gpu-bench (--repeat N, --only NAME).
+here=$(cd "$(dirname "$0")" && pwd)
+exec "$here/bin/gpu-bench" --images "$here/images/nvptx" --loader "$here/bin/gpu-loader" --json bench.json "$@"
+"#;
+
 const BUNDLE_README: &str = "# GPU suite bundle\n\n\
 Made by `cargo xtask bundle`: release host binaries (`bin/gpu-loader`, `bin/gpu-suite`) and every GPU test \
 program with its expectations (`images/<target>/`). On an x86-64 Linux machine with an NVIDIA or AMD GPU and its \
-driver, `./run-tests` runs the suite and ends with `gpu: N passed, N failed`. Run one program by hand with \
+driver, `./run-tests` runs the suite and ends with `gpu: N passed, N failed`; `./bench` runs the benchmarks. Run one program by hand with \
 `bin/gpu-loader --threads 32 images/nvptx/hello.ptx`.\n";
 
 fn make_executable(path: &Path) -> Result<()> {

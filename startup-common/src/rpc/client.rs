@@ -10,6 +10,7 @@ use super::{
 };
 use crate::gpu::Gpu;
 
+#[cfg(not(loom))]
 const LOCK_WORDS: usize = MAX_PORTS as usize / 32;
 
 /// The client-side lock bits, one per port, in device memory (the program's static), never in the pinned region.

@@ -1,6 +1,7 @@
 //! Host-only helpers: a region in ordinary memory for tests (and loom models), and owned stream reception.
 
 use core::ffi::c_void;
+use core::ptr::NonNull;
 use std::boxed::Box;
 use std::vec::Vec;
 
@@ -9,14 +10,30 @@ use super::{Layout, ServerPort};
 
 /// A zeroed region in ordinary host memory, laid out like the pinned one, for tests where host threads act as
 /// clients. Under loom its words are loom atomics, so the models check the real protocol code.
+///
+/// The words are held through a raw pointer, not a `Box`, so that moving the `HostRegion` does not invalidate the
+/// addresses that clients and servers hold (a moved `Box` asserts unique access, which Miri would report).
 pub struct HostRegion {
-    words: Box<[AtomicU64]>,
+    words: NonNull<[AtomicU64]>,
     layout: Layout,
+}
+
+// SAFETY: the region is an array of atomics, which may be shared and sent between threads like `Box<[AtomicU64]>`.
+unsafe impl Send for HostRegion {}
+// SAFETY: as above: all access to the words is atomic.
+unsafe impl Sync for HostRegion {}
+
+impl Drop for HostRegion {
+    fn drop(&mut self) {
+        // SAFETY: `words` came from `Box::into_raw` in `new` and is freed only here.
+        drop(unsafe { Box::from_raw(self.words.as_ptr()) });
+    }
 }
 
 impl HostRegion {
     pub fn new(layout: Layout) -> Self {
-        Self { words: (0..layout.words()).map(|_| AtomicU64::new(0)).collect(), layout }
+        let words: Box<[AtomicU64]> = (0..layout.words()).map(|_| AtomicU64::new(0)).collect();
+        Self { words: NonNull::from(Box::leak(words)), layout }
     }
 
     pub fn layout(&self) -> Layout {
@@ -25,7 +42,7 @@ impl HostRegion {
 
     /// The region's address, for `Client::reset` and `Server::new`. Valid while `self` lives.
     pub fn as_ptr(&self) -> *mut c_void {
-        self.words.as_ptr().cast_mut().cast()
+        self.words.as_ptr().cast()
     }
 }
 

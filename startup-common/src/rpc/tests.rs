@@ -212,8 +212,16 @@ mod loom_models {
 
     fn builder() -> loom::model::Builder {
         let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(2);
-        // The clients and the server poll; each poll is a branch.
+        // The clients and the server poll, and loom explores every value each poll may read: the full space of the
+        // one-port models is beyond a small machine's hours. So the defaults bound it (2 preemptions, the first
+        // 20 000 executions); `LOOM_MAX_PREEMPTIONS` and `LOOM_MAX_PERMUTATIONS` (0: no limit) widen it.
+        if std::env::var_os("LOOM_MAX_PREEMPTIONS").is_none() {
+            builder.preemption_bound = Some(2);
+        }
+        builder.max_permutations = match std::env::var("LOOM_MAX_PERMUTATIONS") {
+            Ok(limit) => Some(limit.parse().expect("a number")).filter(|&limit| limit > 0),
+            Err(_) => Some(20_000),
+        };
         builder.max_branches = 100_000;
         builder
     }

@@ -1,0 +1,80 @@
+/*
+ * gpu_startup.h: what the GPU startup gives a C program.
+ *
+ * A GPU program is an ordinary C program: it defines `int main(int argc, char **argv, char **envp)`, which every
+ * thread of the launch grid calls, and `gpu-loader IMAGE [ARGS...]` runs it. There is no libc: a program gets exactly
+ * what this header declares, all defined by the startup (crates `startup-nvptx` / `startup-amdgpu`). There is no
+ * `printf`, no `malloc`, no `<stdio.h>`; `<stdint.h>`, `<stddef.h>`, `<stdbool.h>` and clang's `<gpuintrin.h>`
+ * (thread and block ids for both targets) are freestanding headers and work.
+ *
+ * Linking (docs/c-programs.md has the full commands). Build the startup once per target and arch as a static
+ * library of LLVM bitcode, compile the program to bitcode, and link the two:
+ *
+ *   NVIDIA (PTX image):
+ *     cargo rustc -p startup-nvptx --target nvptx64-nvidia-cuda -Zbuild-std=core --release --crate-type staticlib \
+ *         --config 'target.nvptx64-nvidia-cuda.rustflags=["-Ctarget-cpu=sm_90"]'
+ *     clang-22 --target=nvptx64-nvidia-cuda -march=sm_90 -Xclang -target-feature -Xclang +ptx78 \
+ *         -nogpulib -ffreestanding -flto -O2 -I startup-common/include -c main.c -o main.o
+ *     gpu-bitcode-linker main.o libstartup_nvptx.a --target nvptx64-nvidia-cuda --target-cpu sm_90 -o main.ptx -O3
+ *
+ *   AMD (code object):
+ *     cargo rustc -p startup-amdgpu --target amdgcn-amd-amdhsa -Zbuild-std=core --release --crate-type staticlib \
+ *         --config 'target.amdgcn-amd-amdhsa.rustflags=["-Ctarget-cpu=gfx90a","-Clinker-plugin-lto"]'
+ *     clang-22 --target=amdgcn-amd-amdhsa -mcpu=gfx90a -nogpulib -ffreestanding -flto -O2 \
+ *         -I startup-common/include -c main.c -o main.o
+ *     ld.lld-22 -shared --no-undefined -plugin-opt=mcpu=gfx90a -plugin-opt=O3 main.o libstartup_amdgpu.a -o main.elf
+ *
+ * Constructors and destructors: `__attribute__((constructor(N)))` / `__attribute__((destructor(N)))` with N from 0
+ * to 65535 (leaving N out means 65535). Constructors run once, on one thread, before `main`, lowest N first;
+ * destructors run at exit after every `atexit` handler, highest N first. PTX calls through a function pointer only
+ * with the callee's exact prototype, so every constructor must be a `gpu_constructor_fn` (it receives `main`'s
+ * arguments) and every destructor and `atexit` handler a `gpu_destructor_fn`.
+ */
+#ifndef GPU_STARTUP_H
+#define GPU_STARTUP_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The one prototype of a constructor: it gets main's arguments. */
+typedef void gpu_constructor_fn(int argc, char **argv, char **envp);
+/* The one prototype of a destructor or atexit handler. */
+typedef void gpu_destructor_fn(void);
+
+/* Declares and registers a constructor: GPU_CONSTRUCTOR(101, setup) { ... argc, argv, envp are in scope ... } */
+#define GPU_CONSTRUCTOR(priority, name)                                                                            \
+    __attribute__((constructor(priority))) void name(int argc, char **argv, char **envp)
+/* Declares and registers a destructor: GPU_DESTRUCTOR(300, teardown) { ... } */
+#define GPU_DESTRUCTOR(priority, name) __attribute__((destructor(priority))) void name(void)
+
+/* The program's entry point, called by every thread; the exit code is the OR of every thread's result. */
+int main(int argc, char **argv, char **envp);
+
+/* Runs the atexit handlers (latest first) and the destructors, then ends the program with `status`. The first
+   thread to call it runs the exit sequence; any other caller just stops. */
+__attribute__((__noreturn__)) void exit(int status);
+/* Ends the program at once, running no handler; the loader exits with 134. */
+__attribute__((__noreturn__)) void abort(void);
+/* Registers `handler` to run at exit; 0 on success, non-zero when the registry (63 entries) is full. */
+int atexit(gpu_destructor_fn *handler);
+
+/* A stream: only `stdout` and `stderr` exist. Its contents are private to the startup; compare addresses only. */
+typedef struct gpu_startup_file FILE;
+extern FILE *stdout;
+extern FILE *stderr;
+
+/* Writes the string and a newline to stdout, as one line never interleaved with another thread's output; 0. */
+int puts(const char *text);
+/* Writes the string to `stream` as one piece; 0, or -1 when `stream` is neither stdout nor stderr. */
+int fputs(const char *text, FILE *stream);
+/* Writes `size * count` bytes to `stream` as one piece; `count`, or 0 when `stream` is unknown. */
+size_t fwrite(const void *data, size_t size, size_t count, FILE *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPU_STARTUP_H */

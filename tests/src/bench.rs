@@ -1,0 +1,728 @@
+//! `gpu-bench --images DIR --loader PATH [--repeat N] [--json FILE]`: the startup and the RPC channel measured
+//! against bare baselines in the same run, on an NVIDIA GPU. `cargo xtask bench` and the bundle's `bench` script run
+//! it; `docs/performance.md` keeps the latest results and what they mean.
+//!
+//! Every number is a median over repeated runs, with min and max; the baselines run in the same process (or, for
+//! whole-process timings, the same machine) right next to what they are compared with.
+
+use std::ffi::{CString, OsString, c_void};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use cudarc::driver::result;
+use cudarc::driver::sys;
+use gpu_loader::args::ArgBlock;
+use gpu_loader::ctors::ConstructorTable;
+use gpu_loader::cuda::CudaBackend;
+use gpu_loader::image::Image;
+use gpu_loader::run::{Backend, RunOptions, Session};
+use startup_common::abi::LaunchParams;
+
+#[derive(Parser)]
+#[command(name = "gpu-bench", about = "Benchmarks of the GPU startup and its RPC channel against bare baselines")]
+struct Cli {
+    #[command(subcommand)]
+    child: Option<Child>,
+    /// The folder of NVIDIA images (`empty.ptx`, `rpc-latency.ptx`, `idle.ptx`, `print-flood.ptx`).
+    #[arg(long)]
+    images: Option<PathBuf>,
+    /// The gpu-loader binary, for the whole-process benchmarks.
+    #[arg(long)]
+    loader: Option<PathBuf>,
+    /// Samples per measurement.
+    #[arg(long, default_value_t = 30)]
+    repeat: usize,
+    /// Also write the results as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Run only the benchmarks whose name contains this.
+    #[arg(long)]
+    only: Option<String>,
+}
+
+/// What the benchmark runs as child processes.
+#[derive(Subcommand)]
+enum Child {
+    /// The bare baseline of a whole run: create the context, load IMAGE, launch one empty kernel, exit.
+    BareRun { image: PathBuf },
+    /// Print one line per thread of BLOCKS blocks of 1024 threads with CUDA's `vprintf`, FIFO of FIFO bytes (0:
+    /// the driver's default).
+    Vprintf { blocks: u32, fifo: usize },
+}
+
+/// One measurement: seconds per sample.
+#[derive(Clone, Debug, serde::Serialize)]
+struct Stats {
+    median: f64,
+    min: f64,
+    max: f64,
+    samples: usize,
+}
+
+impl Stats {
+    fn of(mut samples: Vec<f64>) -> Self {
+        assert!(!samples.is_empty(), "a measurement needs samples");
+        samples.sort_by(f64::total_cmp);
+        let n = samples.len();
+        let median = if n % 2 == 1 { samples[n / 2] } else { (samples[n / 2 - 1] + samples[n / 2]) / 2.0 };
+        Stats { median, min: samples[0], max: samples[n - 1], samples: n }
+    }
+}
+
+/// One row of the report.
+#[derive(Clone, Debug, serde::Serialize)]
+struct Row {
+    name: String,
+    what: String,
+    unit: &'static str,
+    ours: Stats,
+    baseline: Option<Stats>,
+    baseline_what: String,
+    /// ours / baseline (medians), where a baseline exists.
+    ratio: Option<f64>,
+    goal: String,
+    note: String,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let outcome = match &cli.child {
+        Some(Child::BareRun { image }) => bare_run(image),
+        Some(Child::Vprintf { blocks, fifo }) => vprintf_child(*blocks, *fifo),
+        None => benchmarks(&cli),
+    };
+    match outcome {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("gpu-bench: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn benchmarks(cli: &Cli) -> Result<()> {
+    let images = cli.images.clone().context("--images is required")?;
+    let loader = cli.loader.clone().context("--loader is required")?;
+    gpu_loader::cuda::init_driver().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let device = describe_device()?;
+    println!("gpu-bench: {device}");
+    let wanted = |name: &str| {
+        let wanted = cli.only.as_deref().is_none_or(|only| name.contains(only));
+        if wanted {
+            eprintln!("gpu-bench: {name}...");
+        }
+        wanted
+    };
+    let mut rows = Vec::new();
+    let repeat = cli.repeat.max(3);
+    if wanted("kernel-phase") {
+        rows.push(kernel_phase(&images, repeat)?);
+    }
+    if wanted("loader-run") {
+        rows.push(loader_run(&images, &loader, repeat.min(10))?);
+    }
+    if wanted("grid-scaling") {
+        rows.extend(grid_scaling(&images, repeat.min(10))?);
+    }
+    if wanted("rpc-round-trip") {
+        rows.push(rpc_round_trip(&images, repeat.min(10))?);
+    }
+    if wanted("print-throughput") {
+        rows.extend(print_throughput(&images, &loader, 3)?);
+    }
+    if wanted("idle-cpu") {
+        rows.push(idle_cpu(&images, 3)?);
+    }
+    print_table(&rows);
+    if let Some(path) = &cli.json {
+        let json = serde_json::json!({ "device": device, "results": rows });
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)?;
+        println!("gpu-bench: wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn describe_device() -> Result<String> {
+    let device = result::device::get(0)?;
+    let name = result::device::get_name(device)?;
+    let mut driver = 0;
+    // SAFETY: writes one int.
+    unsafe { sys::cuDriverGetVersion(&mut driver) }.result()?;
+    Ok(format!("{name}, CUDA driver API {}.{}", driver / 1000, driver % 1000 / 10))
+}
+
+/// A program loaded into a session, ready to run again and again.
+fn session(images: &Path, program: &str, args: &[&str]) -> Result<Session<CudaBackend>> {
+    let path = images.join(format!("{program}.ptx"));
+    let image = Image::read(&path)?;
+    image.check_startup_abi()?;
+    let mut options = RunOptions::new(&path);
+    options.env.clear();
+    // A hang must fail the benchmark, not stall it.
+    options.timeout = Some(Duration::from_secs(30));
+    options.launch = LaunchParams { threads: [1024, 1, 1], blocks: [1, 1, 1] };
+    let backend = CudaBackend::load(&options, &image, &ConstructorTable::of(&image)?)?;
+    let mut argv: Vec<OsString> = vec![path.into_os_string()];
+    argv.extend(args.iter().map(OsString::from));
+    Ok(Session::new(backend, &options, &ArgBlock::new(&argv, &[])?)?)
+}
+
+fn run_ok(session: &mut Session<CudaBackend>, launch: &LaunchParams) -> Result<Duration> {
+    let started = Instant::now();
+    let report = session.run(launch)?;
+    let elapsed = started.elapsed();
+    if report.status != gpu_loader::RunStatus::Exited(0) || !report.finished {
+        bail!("the benchmark program ended with {} (finished: {})", report.status, report.finished);
+    }
+    Ok(elapsed)
+}
+
+/// A module with one empty kernel, `empty`, in the current context.
+struct EmptyKernel {
+    function: sys::CUfunction,
+    stream: sys::CUstream,
+}
+
+const EMPTY_PTX: &str = ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry empty()\n{\n\tret;\n}\n";
+
+impl EmptyKernel {
+    fn load() -> Result<Self> {
+        let ptx = CString::new(EMPTY_PTX)?;
+        let mut module = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated PTX string; the module stays loaded for the process.
+        unsafe { sys::cuModuleLoadData(&mut module, ptx.as_ptr().cast()) }.result()?;
+        // SAFETY: the module was just loaded and has this kernel.
+        let function = unsafe { result::module::get_function(module, CString::new("empty")?) }?;
+        let stream = result::stream::create(result::stream::StreamKind::NonBlocking)?;
+        Ok(Self { function, stream })
+    }
+
+    /// One launch of `grid` and a wait for it.
+    fn launch_and_wait(&self, grid: &LaunchParams) -> Result<Duration> {
+        let started = Instant::now();
+        let [tx, ty, tz] = grid.threads;
+        let [bx, by, bz] = grid.blocks;
+        // SAFETY: the kernel takes no parameters; the stream is ours.
+        unsafe {
+            result::launch_kernel(self.function, (bx, by, bz), (tx, ty, tz), 0, self.stream, &mut [])?;
+            result::stream::synchronize(self.stream)?;
+        }
+        Ok(started.elapsed())
+    }
+}
+
+/// Waits for `stream`, or fails after `limit`: a benchmark that hangs must say so, not stall the run.
+fn wait_for(stream: sys::CUstream, limit: Duration) -> Result<()> {
+    let deadline = Instant::now() + limit;
+    loop {
+        // SAFETY: a query on our stream.
+        match unsafe { sys::cuStreamQuery(stream) } {
+            sys::CUresult::CUDA_SUCCESS => return Ok(()),
+            sys::CUresult::CUDA_ERROR_NOT_READY if Instant::now() < deadline => std::hint::spin_loop(),
+            sys::CUresult::CUDA_ERROR_NOT_READY => bail!("a baseline kernel did not finish within {limit:?}"),
+            error => bail!("a baseline kernel failed: {error:?}"),
+        }
+    }
+}
+
+fn seconds(samples: impl IntoIterator<Item = Duration>) -> Vec<f64> {
+    samples.into_iter().map(|d| d.as_secs_f64()).collect()
+}
+
+/// 1. `_begin` + `_start` + `_end` for an empty `main`, with RPC served, against one empty launch + synchronize.
+fn kernel_phase(images: &Path, repeat: usize) -> Result<Row> {
+    let mut session = session(images, "empty", &[])?;
+    let empty = EmptyKernel::load()?;
+    let single = LaunchParams::SINGLE;
+    for _ in 0..10 {
+        run_ok(&mut session, &single)?;
+        empty.launch_and_wait(&single)?;
+    }
+    let mut ours = Vec::new();
+    let mut bare = Vec::new();
+    for _ in 0..repeat {
+        ours.push(run_ok(&mut session, &single)?);
+        bare.push(empty.launch_and_wait(&single)?);
+    }
+    Ok(row(
+        "kernel-phase",
+        "_begin + _start + _end, empty main, 1 thread, RPC served",
+        "µs",
+        Stats::of(seconds(ours)),
+        Some((Stats::of(seconds(bare)), "one empty kernel launch + synchronize, same context")),
+        "≤ 1.3×",
+    ))
+}
+
+/// 2. The whole loader run, process start to exit, for an empty `main`, against a bare program.
+fn loader_run(images: &Path, loader: &Path, repeat: usize) -> Result<Row> {
+    let image = images.join("empty.ptx");
+    let me = std::env::current_exe()?;
+    let mut ours_cmd = Command::new(loader);
+    ours_cmd.arg(&image);
+    let mut bare_cmd = Command::new(&me);
+    bare_cmd.arg("bare-run").arg(&image);
+    // Warm both: the driver's JIT cache for the bare program, the loader's linked-cubin cache for ours.
+    for _ in 0..2 {
+        time_process(&mut ours_cmd)?;
+        time_process(&mut bare_cmd)?;
+    }
+    let mut ours = Vec::new();
+    let mut bare = Vec::new();
+    for _ in 0..repeat {
+        ours.push(time_process(&mut ours_cmd)?);
+        bare.push(time_process(&mut bare_cmd)?);
+    }
+    Ok(row(
+        "loader-run",
+        "gpu-loader empty.ptx, process start to exit, warm caches",
+        "ms",
+        Stats::of(seconds(ours)),
+        Some((Stats::of(seconds(bare)), "cudarc program: context, load the same image, one empty launch")),
+        "≤ 1.05×",
+    ))
+}
+
+fn time_process(command: &mut Command) -> Result<Duration> {
+    let started = Instant::now();
+    let status = command.stdout(Stdio::null()).stderr(Stdio::null()).status()?;
+    let elapsed = started.elapsed();
+    if !status.success() {
+        bail!("{:?} failed with {status}", command.get_program());
+    }
+    Ok(elapsed)
+}
+
+/// The child of `loader-run`'s baseline.
+fn bare_run(image: &Path) -> Result<()> {
+    result::init()?;
+    let device = result::device::get(0)?;
+    // SAFETY: the primary context of device 0, kept until the process exits.
+    let context = unsafe { result::primary_ctx::retain(device) }?;
+    // SAFETY: the context was just retained.
+    unsafe { result::ctx::set_current(context) }?;
+    let text = CString::new(std::fs::read(image)?)?;
+    let mut module = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated PTX string.
+    unsafe { sys::cuModuleLoadData(&mut module, text.as_ptr().cast()) }.result()?;
+    EmptyKernel::load()?.launch_and_wait(&LaunchParams::SINGLE)?;
+    Ok(())
+}
+
+/// The seed's first design: one kernel whose threads meet at a global atomic barrier before and after `main`.
+const BARRIER_PTX: &str = r#".version 7.8
+.target sm_90
+.address_size 64
+.visible .global .align 4 .u32 arrived;
+.visible .entry barrier_start(.param .u32 total)
+{
+	.reg .pred %p<3>;
+	.reg .b32 %r<6>;
+	ld.param.u32 %r1, [total];
+	shl.b32 %r5, %r1, 1;
+	atom.global.add.u32 %r2, [arrived], 1;
+$before:
+	ld.volatile.global.u32 %r3, [arrived];
+	setp.lt.u32 %p1, %r3, %r1;
+	@%p1 nanosleep.u32 64;
+	@%p1 bra.uni $before;
+	atom.global.add.u32 %r2, [arrived], 1;
+$after:
+	ld.volatile.global.u32 %r4, [arrived];
+	setp.lt.u32 %p2, %r4, %r5;
+	@%p2 nanosleep.u32 64;
+	@%p2 bra.uni $after;
+	ret;
+}
+"#;
+
+/// 3. Startup cost against grid size, up to 16 times what the device holds at once; the barrier design as the
+/// comparator up to the largest grid it can run (beyond residency it never finishes).
+fn grid_scaling(images: &Path, repeat: usize) -> Result<Vec<Row>> {
+    let mut session = session(images, "empty", &[])?;
+    let ptx = CString::new(BARRIER_PTX)?;
+    let mut module = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated PTX string.
+    unsafe { sys::cuModuleLoadData(&mut module, ptx.as_ptr().cast()) }.result()?;
+    // SAFETY: the module has this kernel and this global.
+    let function = unsafe { result::module::get_function(module, CString::new("barrier_start")?) }?;
+    // SAFETY: as above.
+    let (arrived, _) = unsafe { result::module::get_global(module, CString::new("arrived")?) }?;
+    let device = result::device::get(0)?;
+    // SAFETY: plain queries.
+    let sms = unsafe {
+        result::device::get_attribute(device, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+    }? as u32;
+    // SAFETY: the kernel is loaded; 1024 threads, no dynamic shared memory.
+    let per_sm = unsafe { result::occupancy::max_active_block_per_multiprocessor(function, 1024, 0) }? as u32;
+    let resident = sms * per_sm;
+    let stream = result::stream::create(result::stream::StreamKind::NonBlocking)?;
+    let mut rows = Vec::new();
+    let sizes: Vec<(String, LaunchParams)> = [
+        ("1 thread".to_owned(), LaunchParams::SINGLE),
+        ("1 block × 1024".to_owned(), LaunchParams { threads: [1024, 1, 1], blocks: [1, 1, 1] }),
+        (format!("{sms} blocks × 1024 (1 per SM)"), LaunchParams { threads: [1024, 1, 1], blocks: [sms, 1, 1] }),
+    ]
+    .into_iter()
+    .chain([1u32, 4, 16].map(|times| {
+        (
+            format!("{} blocks × 1024 ({times}× resident)", resident * times),
+            LaunchParams { threads: [1024, 1, 1], blocks: [resident * times, 1, 1] },
+        )
+    }))
+    .collect();
+    for (label, launch) in sizes {
+        run_ok(&mut session, &launch)?;
+        let ours = (0..repeat).map(|_| run_ok(&mut session, &launch)).collect::<Result<Vec<_>>>()?;
+        let total = launch.total_threads();
+        let fits = launch.blocks[0] <= resident;
+        let baseline = if fits {
+            let mut samples = Vec::new();
+            for _ in 0..=repeat {
+                // SAFETY: resets the 4-byte counter; then one launch of the barrier kernel with its one parameter.
+                let sample = unsafe {
+                    result::memset_d8_sync(arrived, 0, 4)?;
+                    let mut total_param = total as u32;
+                    let started = Instant::now();
+                    result::launch_kernel(
+                        function,
+                        (launch.blocks[0], 1, 1),
+                        (launch.threads[0], 1, 1),
+                        0,
+                        stream,
+                        &mut [(&raw mut total_param).cast::<c_void>()],
+                    )?;
+                    wait_for(stream, Duration::from_secs(20))?;
+                    started.elapsed()
+                };
+                samples.push(sample);
+            }
+            samples.remove(0);
+            Some((Stats::of(seconds(samples)), "one kernel with a global atomic barrier (the seed's first design)"))
+        } else {
+            None
+        };
+        let mut row = row(
+            "grid-scaling",
+            &format!("empty main, {label}"),
+            "µs",
+            Stats::of(seconds(ours)),
+            baseline,
+            "flat",
+        );
+        if !fits {
+            row.note = format!("the barrier design cannot run: only {resident} blocks of 1024 are resident");
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// The raw hand-off: the device bumps a word in mapped host memory and waits for the host to echo it.
+const PING_PONG_PTX: &str = r#".version 7.8
+.target sm_90
+.address_size 64
+.visible .entry ping_pong(.param .u64 flags, .param .u32 rounds)
+{
+	.reg .pred %p<3>;
+	.reg .b32 %r<5>;
+	.reg .b64 %rd<3>;
+	ld.param.u64 %rd1, [flags];
+	ld.param.u32 %r1, [rounds];
+	add.u64 %rd2, %rd1, 64;
+	mov.u32 %r2, 0;
+$loop:
+	setp.ge.u32 %p1, %r2, %r1;
+	@%p1 bra.uni $done;
+	add.u32 %r2, %r2, 1;
+	st.release.sys.u32 [%rd1], %r2;
+$wait:
+	ld.acquire.sys.u32 %r3, [%rd2];
+	setp.ne.u32 %p2, %r3, %r2;
+	@%p2 bra.uni $wait;
+	bra.uni $loop;
+$done:
+	ret;
+}
+"#;
+
+/// 4. One thread's RPC round trip, against a raw mapped-memory ping-pong in the same context.
+fn rpc_round_trip(images: &Path, repeat: usize) -> Result<Row> {
+    const ROUNDS: u32 = 20_000;
+    let single = LaunchParams::SINGLE;
+    let mut none = session(images, "rpc-latency", &["0"])?;
+    let mut many = session(images, "rpc-latency", &[&ROUNDS.to_string()])?;
+    run_ok(&mut none, &single)?;
+    run_ok(&mut many, &single)?;
+    let mut ours = Vec::new();
+    for _ in 0..repeat {
+        let base = run_ok(&mut none, &single)?;
+        let with = run_ok(&mut many, &single)?;
+        ours.push(with.saturating_sub(base).as_secs_f64() / f64::from(ROUNDS));
+    }
+
+    let flags = many.backend().alloc_host_mapped(128)?;
+    let ptx = CString::new(PING_PONG_PTX)?;
+    let mut module = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated PTX string.
+    unsafe { sys::cuModuleLoadData(&mut module, ptx.as_ptr().cast()) }.result()?;
+    // SAFETY: the module has this kernel.
+    let function = unsafe { result::module::get_function(module, CString::new("ping_pong")?) }?;
+    let stream = result::stream::create(result::stream::StreamKind::NonBlocking)?;
+    // SAFETY: both words lie in the 128 zeroed bytes of host-mapped memory the session's backend keeps alive; the
+    // device writes the first and reads the second, the host the other way round.
+    let (to_host, to_device) = unsafe { (AtomicU32::from_ptr(flags.host.cast()), AtomicU32::from_ptr(flags.host.add(64).cast())) };
+    let mut raw = Vec::new();
+    for sample in 0..=repeat {
+        to_host.store(0, Ordering::SeqCst);
+        to_device.store(0, Ordering::SeqCst);
+        let mut device_flags = flags.device;
+        let mut rounds = ROUNDS;
+        let started = Instant::now();
+        // SAFETY: the kernel takes a pointer and a count, given in this order.
+        unsafe {
+            result::launch_kernel(
+                function,
+                (1, 1, 1),
+                (1, 1, 1),
+                0,
+                stream,
+                &mut [(&raw mut device_flags).cast::<c_void>(), (&raw mut rounds).cast::<c_void>()],
+            )?;
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for round in 1..=ROUNDS {
+            while to_host.load(Ordering::Acquire) != round {
+                if Instant::now() > deadline {
+                    bail!("the ping-pong kernel stopped answering at round {round}");
+                }
+                std::hint::spin_loop();
+            }
+            to_device.store(round, Ordering::Release);
+        }
+        wait_for(stream, Duration::from_secs(20))?;
+        if sample > 0 {
+            raw.push(started.elapsed().as_secs_f64() / f64::from(ROUNDS));
+        }
+    }
+    Ok(row(
+        "rpc-round-trip",
+        "one thread, an RPC that carries nothing (test increment)",
+        "µs",
+        Stats::of(ours),
+        Some((Stats::of(raw), "raw ping-pong of one word through mapped pinned memory")),
+        "≤ 1.3×",
+    ))
+}
+
+/// 5. A million lines from a full grid through `println!`, against CUDA's `vprintf` with the driver's FIFO and an
+/// enlarged one; every line must arrive.
+fn print_throughput(images: &Path, loader: &Path, repeat: usize) -> Result<Vec<Row>> {
+    const BLOCKS: u32 = 977; // × 1024 threads = 1,000,448 lines
+    let expected = u64::from(BLOCKS) * 1024;
+    let image = images.join("print-flood.ptx");
+    let mut ours_cmd = Command::new(loader);
+    ours_cmd.args(["--threads", "1024", "--blocks", &BLOCKS.to_string()]).arg(&image);
+    let me = std::env::current_exe()?;
+    let mut rows = Vec::new();
+    let measure = |command: &mut Command| -> Result<(Stats, u64)> {
+        count_lines(command)?;
+        let mut samples = Vec::new();
+        let mut lines = u64::MAX;
+        for _ in 0..repeat {
+            let (elapsed, count) = count_lines(command)?;
+            samples.push(expected as f64 / elapsed.as_secs_f64());
+            lines = lines.min(count);
+        }
+        Ok((Stats::of(samples), lines))
+    };
+    let (ours, ours_lines) = measure(&mut ours_cmd)?;
+    for (fifo, label) in [(0usize, "driver's default FIFO"), (512 << 20, "512 MiB FIFO")] {
+        let mut vprintf_cmd = Command::new(&me);
+        vprintf_cmd.args(["vprintf", &BLOCKS.to_string(), &fifo.to_string()]);
+        let (theirs, their_lines) = measure(&mut vprintf_cmd)?;
+        let mut row = row(
+            "print-throughput",
+            &format!("{expected} lines, one per thread, println! (whole process)"),
+            "lines/s",
+            ours.clone(),
+            Some((theirs, if fifo == 0 { "vprintf, driver's default FIFO" } else { "vprintf, 512 MiB FIFO" })),
+            "≥ vprintf, no line lost",
+        );
+        // Higher is better here; the ratio stays ours / theirs.
+        row.note = format!("lines arrived: ours {ours_lines}/{expected}, vprintf ({label}) {their_lines}/{expected}");
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+fn count_lines(command: &mut Command) -> Result<(Duration, u64)> {
+    let started = Instant::now();
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
+    let mut stdout = child.stdout.take().context("piped stdout")?;
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut lines = 0u64;
+    loop {
+        let read = stdout.read(&mut buffer)?;
+        if read == 0 {
+            break;
+        }
+        lines += buffer[..read].iter().filter(|&&b| b == b'\n').count() as u64;
+    }
+    let status = child.wait()?;
+    let elapsed = started.elapsed();
+    if !status.success() {
+        bail!("{:?} failed with {status}", command.get_program());
+    }
+    Ok((elapsed, lines))
+}
+
+/// The `vprintf` comparator: one line per thread, the same text `print-flood` prints.
+fn vprintf_child(blocks: u32, fifo: usize) -> Result<()> {
+    let format = b"line %u from thread %u of block %u\n\0";
+    let bytes = format.iter().map(|b| b.to_string()).collect::<Vec<_>>().join(", ");
+    let ptx = format!(
+        r#".version 7.8
+.target sm_90
+.address_size 64
+.extern .func (.param .b32 func_retval0) vprintf (.param .b64 vprintf_param_0, .param .b64 vprintf_param_1);
+.global .align 1 .b8 line_format[{len}] = {{{bytes}}};
+.visible .entry print_lines()
+{{
+	.local .align 8 .b8 depot[16];
+	.reg .b32 %r<6>;
+	.reg .b64 %rd<6>;
+	mov.u64 %rd1, depot;
+	cvta.local.u64 %rd2, %rd1;
+	mov.u32 %r1, %tid.x;
+	mov.u32 %r2, %ctaid.x;
+	mov.u32 %r3, %ntid.x;
+	mad.lo.u32 %r4, %r2, %r3, %r1;
+	st.local.u32 [%rd1], %r4;
+	st.local.u32 [%rd1+4], %r1;
+	st.local.u32 [%rd1+8], %r2;
+	mov.u64 %rd3, line_format;
+	cvta.global.u64 %rd4, %rd3;
+	{{
+	.param .b64 param0;
+	st.param.b64 [param0], %rd4;
+	.param .b64 param1;
+	st.param.b64 [param1], %rd2;
+	.param .b32 retval0;
+	call.uni (retval0), vprintf, (param0, param1);
+	}}
+	ret;
+}}
+"#,
+        len = format.len()
+    );
+    result::init()?;
+    let device = result::device::get(0)?;
+    // SAFETY: the primary context of device 0, kept until the process exits.
+    let context = unsafe { result::primary_ctx::retain(device) }?;
+    // SAFETY: the context was just retained.
+    unsafe { result::ctx::set_current(context) }?;
+    if fifo > 0 {
+        // SAFETY: a plain setting, before any launch.
+        unsafe { sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_PRINTF_FIFO_SIZE, fifo) }.result()?;
+    }
+    let text = CString::new(ptx)?;
+    let mut module = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated PTX string.
+    unsafe { sys::cuModuleLoadData(&mut module, text.as_ptr().cast()) }.result()?;
+    // SAFETY: the module has this kernel, which takes no parameters.
+    unsafe {
+        let function = result::module::get_function(module, CString::new("print_lines")?)?;
+        result::launch_kernel(function, (blocks, 1, 1), (1024, 1, 1), 0, std::ptr::null_mut(), &mut [])?;
+    }
+    // The driver writes the FIFO out at synchronisation.
+    result::ctx::synchronize()?;
+    Ok(())
+}
+
+/// 6. Host CPU the loader's RPC server uses while a kernel runs for a second without asking anything of it.
+fn idle_cpu(images: &Path, repeat: usize) -> Result<Row> {
+    let mut session = session(images, "idle", &["1000"])?;
+    let single = LaunchParams::SINGLE;
+    let mut samples = Vec::new();
+    for _ in 0..repeat {
+        let before = cpu_seconds();
+        let wall = run_ok(&mut session, &single)?;
+        samples.push((cpu_seconds() - before) / wall.as_secs_f64());
+    }
+    Ok(row("idle-cpu", "host CPU while the kernel idles 1 s (getrusage / wall)", "cores", Stats::of(samples), None, "≤ 1 core"))
+}
+
+fn cpu_seconds() -> f64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    // SAFETY: initialised by getrusage (or zeroed, had it failed).
+    let usage = unsafe { usage.assume_init() };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+fn row(name: &str, what: &str, unit: &'static str, ours: Stats, baseline: Option<(Stats, &str)>, goal: &str) -> Row {
+    let ratio = baseline.as_ref().map(|(b, _)| ours.median / b.median);
+    Row {
+        name: name.to_owned(),
+        what: what.to_owned(),
+        unit,
+        baseline_what: baseline.as_ref().map(|(_, w)| w.to_string()).unwrap_or_default(),
+        baseline: baseline.map(|(b, _)| b),
+        ours,
+        ratio,
+        goal: goal.to_owned(),
+        note: String::new(),
+    }
+}
+
+fn scaled(value: f64, unit: &str) -> f64 {
+    match unit {
+        "µs" => value * 1e6,
+        "ms" => value * 1e3,
+        _ => value,
+    }
+}
+
+fn format_stats(stats: &Stats, unit: &str) -> String {
+    format!(
+        "{:.2} [{:.2}, {:.2}]",
+        scaled(stats.median, unit),
+        scaled(stats.min, unit),
+        scaled(stats.max, unit)
+    )
+}
+
+fn print_table(rows: &[Row]) {
+    println!();
+    println!("| benchmark | measured | unit | ours: median [min, max] | baseline: median [min, max] | ratio | goal |");
+    println!("|---|---|---|---|---|---|---|");
+    for row in rows {
+        let baseline = row.baseline.as_ref().map_or("—".to_owned(), |b| format_stats(b, row.unit));
+        let ratio = row.ratio.map_or("—".to_owned(), |r| format!("{r:.2}×"));
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            row.name,
+            row.what,
+            row.unit,
+            format_stats(&row.ours, row.unit),
+            baseline,
+            ratio,
+            row.goal
+        );
+    }
+    for row in rows.iter().filter(|r| !r.baseline_what.is_empty() || !r.note.is_empty()) {
+        let mut detail = format!("- {} ({}): baseline = {}", row.name, row.what, row.baseline_what);
+        if !row.note.is_empty() {
+            detail.push_str(&format!("; {}", row.note));
+        }
+        println!("{detail}");
+    }
+}

@@ -1,0 +1,291 @@
+//! The C test programs: every `tests/programs-c/<name>/main.c`, compiled with clang (the same LLVM major as the
+//! nightly, so its bitcode links with Rust's) through the `cc` crate, and linked with the startup into
+//! `<out_dir>/<name>.<ext>` next to a copy of its `expect.toml`. `docs/c-programs.md` describes the same steps for C
+//! users.
+//!
+//! The startup comes as a static library of LLVM bitcode, built once per target and arch with
+//! `cargo rustc --crate-type staticlib` in its own cargo target dir (`target/gpu-cargo/<arch>-startup`):
+//! - NVIDIA: rustc's objects for nvptx are bitcode anyway; the project's bitcode linker links them with the
+//!   program's bitcode, internalizes, optimizes and emits PTX. llc turns clang's `llvm.global_ctors`/`global_dtors`
+//!   into the `__init_array_object_<name>_<hash>_<priority>` globals that the loader gathers.
+//! - AMD: `-Clinker-plugin-lto` makes the archive bitcode too, and lld links it with the program's bitcode through
+//!   LTO into an ET_DYN code object; constructors land in `.init_array.N` sections, which lld sorts and bounds.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail, ensure};
+use xshell::{Shell, cmd};
+
+use crate::build::{BuiltImage, GpuTarget};
+use crate::toolchain;
+
+/// Where the C programs live, relative to the project root.
+pub const PROGRAMS_DIR: &str = "tests/programs-c";
+/// The header C programs include, relative to the project root.
+pub const INCLUDE_DIR: &str = "startup-common/include";
+
+/// Builds every C program for `target` and `arch` into `out_dir`; returns the images.
+pub fn build(
+    sh: &Shell,
+    target: GpuTarget,
+    arch: &str,
+    release: bool,
+    linker: &Path,
+    sysroot: &Path,
+    out_dir: &Path,
+) -> Result<Vec<BuiltImage>> {
+    let root = crate::project_root();
+    let programs = c_programs(&root.join(PROGRAMS_DIR))?;
+    if programs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let started = std::time::Instant::now();
+    let clang = find_clang(sh)?;
+    let startup = build_startup(sh, target, arch, release)?;
+    let work_dir = root.join("target/gpu-cargo").join(format!("{arch}-c"));
+    std::fs::create_dir_all(out_dir)?;
+    let ptxas = toolchain::find_program("ptxas");
+    let mut images = Vec::new();
+    for program in programs {
+        let source_dir = root.join(PROGRAMS_DIR).join(&program);
+        let objects = compile(&clang, target, arch, release, &source_dir.join("main.c"), &work_dir.join(&program))
+            .with_context(|| format!("compiling the C program `{program}` for {target} ({arch}) failed"))?;
+        let image = out_dir.join(format!("{program}.{}", target.image_extension()));
+        link(sh, target, arch, release, linker, sysroot, &objects, &startup, &image)
+            .with_context(|| format!("linking the C program `{program}` for {target} ({arch}) failed"))?;
+        let expect = source_dir.join("expect.toml");
+        if expect.is_file() {
+            std::fs::copy(&expect, out_dir.join(format!("{program}.expect.toml")))?;
+        }
+        if let (GpuTarget::Nvptx, Some(ptxas)) = (target, &ptxas) {
+            // As for the Rust programs (see build.rs): relocatable, at most 64 registers.
+            let cubin = image.with_extension("cubin");
+            cmd!(sh, "{ptxas} -c -arch={arch} --maxrregcount 64 {image} -o {cubin}").run()?;
+        }
+        images.push(BuiltImage { program, target, arch: arch.to_owned(), path: image });
+    }
+    eprintln!("xtask: built the {target} C programs for {arch} in {:.1?}", started.elapsed());
+    Ok(images)
+}
+
+/// The C programs: every folder of `dir` with a `main.c`, sorted; none when `dir` does not exist.
+pub fn c_programs(dir: &Path) -> Result<Vec<String>> {
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let entry = entry?;
+        if entry.path().join("main.c").is_file() {
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// The LLVM major version of the nightly (`rustc -vV`'s `LLVM version: 22.1.2`).
+fn rustc_llvm_major(sh: &Shell) -> Result<u32> {
+    let version = cmd!(sh, "rustc -vV").quiet().read().context("cannot run rustc")?;
+    version
+        .lines()
+        .find_map(|line| line.strip_prefix("LLVM version:"))
+        .and_then(|v| v.trim().split('.').next()?.parse().ok())
+        .context("rustc -vV names no LLVM version")
+}
+
+/// The major version in `clang --version`'s first line (`Debian clang version 22.1.0 (...)`).
+fn clang_major(version_output: &str) -> Option<u32> {
+    let line = version_output.lines().next()?;
+    let rest = &line[line.find("clang version ")? + "clang version ".len()..];
+    rest.split(['.', ' ', '-']).next()?.parse().ok()
+}
+
+/// The clang to compile with: `$GPU_CLANG`, else `clang-<N>` or `clang` on `PATH`, where N is the nightly's LLVM
+/// major. Its LLVM must be that major, or its bitcode would not link with Rust's.
+fn find_clang(sh: &Shell) -> Result<PathBuf> {
+    let major = rustc_llvm_major(sh)?;
+    let clang = match std::env::var_os("GPU_CLANG") {
+        Some(clang) => PathBuf::from(clang),
+        None => toolchain::find_program(&format!("clang-{major}"))
+            .or_else(|| toolchain::find_program("clang"))
+            .with_context(|| {
+                format!("no clang-{major} on PATH: the C programs need clang {major} (Debian: apt-get install clang-{major})")
+            })?,
+    };
+    let version =
+        cmd!(sh, "{clang} --version").quiet().read().with_context(|| format!("cannot run {}", clang.display()))?;
+    match clang_major(&version) {
+        Some(found) if found == major => Ok(clang),
+        found => bail!(
+            "{} is clang {found:?}, but the nightly's LLVM is {major}: their bitcode would not link (set GPU_CLANG to a \
+             clang {major})",
+            clang.display()
+        ),
+    }
+}
+
+/// The rustflags of the startup library: the arch everywhere (core included) and, for AMD, bitcode objects.
+fn startup_rustflags(target: GpuTarget, arch: &str) -> Vec<String> {
+    let mut flags = vec![format!("-Ctarget-cpu={arch}")];
+    if target == GpuTarget::Amdgpu {
+        flags.push("-Clinker-plugin-lto".to_owned());
+    }
+    flags
+}
+
+/// Builds the target crate of the startup as a static library of bitcode; returns the archive's path.
+pub fn build_startup(sh: &Shell, target: GpuTarget, arch: &str, release: bool) -> Result<PathBuf> {
+    let root = crate::project_root();
+    let _dir = sh.push_dir(&root);
+    let package = match target {
+        GpuTarget::Nvptx => "startup-nvptx",
+        GpuTarget::Amdgpu => "startup-amdgpu",
+    };
+    let triple = target.triple();
+    let target_dir = root.join("target/gpu-cargo").join(format!("{arch}-startup"));
+    let (profile, profile_dir) = if release { ("release", "release") } else { ("dev", "debug") };
+    // Plain bitcode objects: no LTO inside the archive (AMD's target does its own), one module per crate, aborting
+    // panics, no debug info; a dev build is optimized a little, as the Rust programs' dev profile is.
+    let config = [
+        format!("target.{triple}.rustflags={:?}", startup_rustflags(target, arch)),
+        format!("profile.{profile}.lto=false"),
+        format!("profile.{profile}.codegen-units=1"),
+        format!("profile.{profile}.panic=\"abort\""),
+        format!("profile.{profile}.debug=false"),
+        format!("profile.{profile}.opt-level={}", if release { 3 } else { 1 }),
+    ];
+    let config: Vec<String> = config.into_iter().flat_map(|c| ["--config".to_owned(), c]).collect();
+    cmd!(
+        sh,
+        "cargo rustc --quiet -p {package} --target {triple} -Zbuild-std=core --profile {profile}
+         --target-dir {target_dir} {config...} --crate-type staticlib"
+    )
+    .run()
+    .with_context(|| format!("building {package} as a static library for {arch} failed"))?;
+    let archive = target_dir.join(triple).join(profile_dir).join(format!("lib{}.a", package.replace('-', "_")));
+    ensure!(archive.is_file(), "cargo built no {}", archive.display());
+    Ok(archive)
+}
+
+/// clang's flags for `target` and `arch`, beyond what `cc` adds.
+fn clang_flags(target: GpuTarget, arch: &str) -> Result<Vec<String>> {
+    let mut flags: Vec<String> = ["-nogpulib", "-ffreestanding", "-flto"].map(str::to_owned).into();
+    match target {
+        GpuTarget::Nvptx => {
+            // Without a CUDA installation clang assumes PTX 4.2, too old for any arch the startup supports.
+            let ptx = crate::linker::min_ptx_version(arch)?;
+            flags.extend([format!("-march={arch}"), "-Xclang".into(), "-target-feature".into()]);
+            flags.extend(["-Xclang".into(), format!("+ptx{ptx}")]);
+        }
+        GpuTarget::Amdgpu => flags.push(format!("-mcpu={arch}")),
+    }
+    Ok(flags)
+}
+
+/// Compiles `source` to LLVM bitcode objects in `out_dir` with the `cc` crate; returns the objects.
+fn compile(
+    clang: &Path,
+    target: GpuTarget,
+    arch: &str,
+    release: bool,
+    source: &Path,
+    out_dir: &Path,
+) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(out_dir)?;
+    let mut build = cc::Build::new();
+    build
+        .compiler(clang)
+        .target(target.triple())
+        .host(crate::linker::host_triple())
+        .opt_level(if release { 3 } else { 1 })
+        .debug(false)
+        .pic(false)
+        .out_dir(out_dir)
+        .cargo_metadata(false)
+        .emit_rerun_if_env_changed(false)
+        .warnings(true)
+        .extra_warnings(true)
+        .include(crate::project_root().join(INCLUDE_DIR))
+        .file(source);
+    for flag in clang_flags(target, arch)? {
+        build.flag(flag);
+    }
+    let objects = build.try_compile_intermediates().map_err(|error| anyhow::anyhow!("{error}"))?;
+    for object in &objects {
+        let bytes = std::fs::read(object).with_context(|| format!("cannot read {}", object.display()))?;
+        ensure!(crate::linker::is_bitcode(&bytes), "{} is not LLVM bitcode (was -flto dropped?)", object.display());
+    }
+    Ok(objects)
+}
+
+/// Links the program's objects with the startup archive into `image`.
+#[allow(clippy::too_many_arguments)]
+fn link(
+    sh: &Shell,
+    target: GpuTarget,
+    arch: &str,
+    release: bool,
+    linker: &Path,
+    sysroot: &Path,
+    objects: &[PathBuf],
+    startup: &Path,
+    image: &Path,
+) -> Result<()> {
+    let opt = if release { "-O3" } else { "-O1" };
+    match target {
+        GpuTarget::Nvptx => {
+            let triple = target.triple();
+            cmd!(sh, "{linker} {objects...} {startup} --target {triple} --target-cpu {arch} -o {image} {opt}")
+                .env("GPU_LLVM_TOOLS_DIR", toolchain::llvm_tools_dir(sysroot))
+                .run()?;
+        }
+        GpuTarget::Amdgpu => {
+            // rust-lld is the lld that links the Rust programs for AMD, with exactly the nightly's LLVM.
+            let lld = toolchain::llvm_tools_dir(sysroot).join("rust-lld");
+            let (mcpu, lto_opt) = (format!("-plugin-opt=mcpu={arch}"), format!("--lto-{}", &opt[1..]));
+            // `--no-undefined`: a shared object may otherwise keep undefined symbols, which fail only when loaded.
+            cmd!(sh, "{lld} -flavor gnu -shared --no-undefined {mcpu} {lto_opt} {objects...} {startup} -o {image}")
+                .run()?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clang_versions_are_read_from_the_first_line() {
+        assert_eq!(clang_major("Debian clang version 22.1.0 (++20260101)\nTarget: x86_64-pc-linux-gnu"), Some(22));
+        assert_eq!(clang_major("clang version 21.0.0git (https://github.com/llvm/llvm-project abc)"), Some(21));
+        assert_eq!(clang_major("Apple clang version 17.0.0 (clang-1700.0.13.3)"), Some(17));
+        assert_eq!(clang_major("gcc (Debian 12.2.0-14) 12.2.0"), None);
+    }
+
+    #[test]
+    fn nvptx_gets_a_ptx_version_that_its_arch_supports() {
+        let flags = clang_flags(GpuTarget::Nvptx, "sm_90").unwrap();
+        assert!(flags.contains(&"-march=sm_90".to_owned()) && flags.contains(&"+ptx78".to_owned()), "{flags:?}");
+        assert!(clang_flags(GpuTarget::Nvptx, "sm_60").is_err());
+        let flags = clang_flags(GpuTarget::Amdgpu, "gfx90a").unwrap();
+        assert!(flags.contains(&"-mcpu=gfx90a".to_owned()) && flags.contains(&"-flto".to_owned()), "{flags:?}");
+    }
+
+    #[test]
+    fn amd_startup_objects_are_bitcode() {
+        assert!(startup_rustflags(GpuTarget::Amdgpu, "gfx90a").contains(&"-Clinker-plugin-lto".to_owned()));
+        assert_eq!(startup_rustflags(GpuTarget::Nvptx, "sm_90"), ["-Ctarget-cpu=sm_90"]);
+    }
+
+    #[test]
+    fn every_c_program_has_a_main_and_expectations() {
+        let dir = crate::project_root().join(PROGRAMS_DIR);
+        let programs = c_programs(&dir).unwrap();
+        assert!(programs.len() >= 2, "{programs:?}");
+        for program in programs {
+            assert!(dir.join(&program).join("expect.toml").is_file(), "{program} has no expect.toml");
+        }
+    }
+}
