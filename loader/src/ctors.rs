@@ -47,7 +47,8 @@ impl ConstructorTable {
 
 /// The priority suffix of `<name>_<priority>`: a decimal number from 0 to 65535.
 fn priority(symbol: &str, name_and_priority: &str) -> Result<u16> {
-    let problem = |problem: &str| LoaderError::BadConstructor { symbol: symbol.to_owned(), problem: problem.to_owned() };
+    let problem =
+        |problem: &str| LoaderError::BadConstructor { symbol: symbol.to_owned(), problem: problem.to_owned() };
     let (name, digits) =
         name_and_priority.rsplit_once('_').ok_or_else(|| problem("expected `<name>_<priority>` after the prefix"))?;
     if name.is_empty() {

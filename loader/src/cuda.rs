@@ -32,7 +32,8 @@ fn driver_error(api: &'static str) -> impl FnOnce(DriverError) -> LoaderError {
 }
 
 fn describe(error: DriverError) -> String {
-    let name = error.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", error.0));
+    let name =
+        error.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", error.0));
     match error.error_string() {
         Ok(text) => format!("{name} ({})", text.to_string_lossy()),
         Err(_) => name,
@@ -59,11 +60,15 @@ impl CudaBackend {
     pub fn load(options: &RunOptions, image: &Image, constructors: &ConstructorTable) -> Result<Self> {
         let count = init_driver()?;
         if options.device >= count as usize {
-            return Err(LoaderError::BadLaunch(format!("there is no GPU {} (this machine has {count})", options.device)));
+            return Err(LoaderError::BadLaunch(format!(
+                "there is no GPU {} (this machine has {count})",
+                options.device
+            )));
         }
         let device = result::device::get(options.device as i32).map_err(driver_error("cuDeviceGet"))?;
         // SAFETY: `device` is a valid ordinal; the primary context is released in `Drop`.
-        let context = unsafe { result::primary_ctx::retain(device) }.map_err(driver_error("cuDevicePrimaryCtxRetain"))?;
+        let context =
+            unsafe { result::primary_ctx::retain(device) }.map_err(driver_error("cuDevicePrimaryCtxRetain"))?;
         // SAFETY: the context was just retained.
         unsafe { result::ctx::set_current(context) }.map_err(driver_error("cuCtxSetCurrent"))?;
         let mut backend = Self {
@@ -85,15 +90,20 @@ impl CudaBackend {
         for (slot, kernel) in backend.kernels.iter_mut().zip(Kernel::ALL) {
             let name = CString::new(kernel.name()).expect("kernel names have no NUL");
             // SAFETY: the module is loaded; the name is a C string.
-            *slot = unsafe { result::module::get_function(backend.module, name) }
-                .map_err(|_| LoaderError::BadImage { path: image.path.clone(), problem: format!("has no kernel `{}`", kernel.name()) })?;
+            *slot =
+                unsafe { result::module::get_function(backend.module, name) }.map_err(|_| LoaderError::BadImage {
+                    path: image.path.clone(),
+                    problem: format!("has no kernel `{}`", kernel.name()),
+                })?;
         }
         backend.install_constructors(constructors)?;
-        backend.stream = result::stream::create(result::stream::StreamKind::NonBlocking).map_err(driver_error("cuStreamCreate"))?;
+        backend.stream =
+            result::stream::create(result::stream::StreamKind::NonBlocking).map_err(driver_error("cuStreamCreate"))?;
         if options.verbose {
             let mut events = [std::ptr::null_mut(); 4];
             for event in &mut events {
-                *event = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(driver_error("cuEventCreate"))?;
+                *event = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+                    .map_err(driver_error("cuEventCreate"))?;
             }
             backend.events = Some(events);
         }
@@ -109,7 +119,8 @@ impl CudaBackend {
 
     /// The device address and size of a global of the module.
     fn global(&self, name: &str) -> Result<(sys::CUdeviceptr, usize)> {
-        let c_name = CString::new(name).map_err(|_| LoaderError::BadConstructor { symbol: name.into(), problem: "contains NUL".into() })?;
+        let c_name = CString::new(name)
+            .map_err(|_| LoaderError::BadConstructor { symbol: name.into(), problem: "contains NUL".into() })?;
         // SAFETY: the module is loaded; the name is a C string.
         unsafe { result::module::get_global(self.module, c_name) }.map_err(|error| LoaderError::Driver {
             api: "cuModuleGetGlobal",
@@ -130,7 +141,10 @@ impl CudaBackend {
             for object in objects {
                 let (address, size) = self.global(object)?;
                 if size != size_of::<u64>() {
-                    return Err(LoaderError::BadConstructor { symbol: object.clone(), problem: format!("is {size} bytes, not a function pointer") });
+                    return Err(LoaderError::BadConstructor {
+                        symbol: object.clone(),
+                        problem: format!("is {size} bytes, not a function pointer"),
+                    });
                 }
                 let mut function = [0u64];
                 // SAFETY: reads the 8-byte global just looked up into an 8-byte buffer.
@@ -143,7 +157,10 @@ impl CudaBackend {
             for (bound, value) in [(start, array), (end, array + (functions.len() * size_of::<u64>()) as u64)] {
                 let (address, size) = self.global(bound)?;
                 if size != size_of::<u64>() {
-                    return Err(LoaderError::BadConstructor { symbol: bound.into(), problem: format!("is {size} bytes, not a pointer") });
+                    return Err(LoaderError::BadConstructor {
+                        symbol: bound.into(),
+                        problem: format!("is {size} bytes, not a pointer"),
+                    });
                 }
                 // SAFETY: writes one word into the 8-byte global.
                 unsafe { result::memcpy_htod_sync(address, &[value]) }.map_err(driver_error("cuMemcpyHtoD"))?;
@@ -318,7 +335,10 @@ impl JitLog {
         let values = [buffer.as_mut_ptr().cast::<c_void>(), buffer.len() as *mut c_void];
         Self {
             buffer,
-            options: [sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER, sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES],
+            options: [
+                sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+                sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+            ],
             values,
         }
     }
@@ -386,11 +406,9 @@ impl Backend for CudaBackend {
 
     fn launch(&mut self, kernel: Kernel, params: &LaunchParams, args: &[u8]) -> Result<()> {
         let index = kernel as usize;
-        if let Some(events) = self.events {
-            if index == 0 {
-                // SAFETY: the event and stream are ours.
-                unsafe { result::event::record(events[0], self.stream) }.map_err(driver_error("cuEventRecord"))?;
-            }
+        if let (Some(events), 0) = (self.events, index) {
+            // SAFETY: the event and stream are ours.
+            unsafe { result::event::record(events[0], self.stream) }.map_err(driver_error("cuEventRecord"))?;
         }
         let [tx, ty, tz] = params.threads;
         let [bx, by, bz] = params.blocks;
@@ -398,8 +416,13 @@ impl Backend for CudaBackend {
         let mut kernel_params = [args.as_ptr().cast_mut().cast::<c_void>()];
         // SAFETY: the function belongs to the loaded module and takes exactly one parameter of `args.len()` bytes
         // (checked against the image before loading).
-        unsafe { result::launch_kernel(self.kernels[index], (bx, by, bz), (tx, ty, tz), 0, self.stream, &mut kernel_params) }
-            .map_err(|error| LoaderError::Driver { api: "cuLaunchKernel", message: format!("`{}`: {}", kernel.name(), describe(error)) })?;
+        unsafe {
+            result::launch_kernel(self.kernels[index], (bx, by, bz), (tx, ty, tz), 0, self.stream, &mut kernel_params)
+        }
+        .map_err(|error| LoaderError::Driver {
+            api: "cuLaunchKernel",
+            message: format!("`{}`: {}", kernel.name(), describe(error)),
+        })?;
         if let Some(events) = self.events {
             // SAFETY: the event and stream are ours.
             unsafe { result::event::record(events[index + 1], self.stream) }.map_err(driver_error("cuEventRecord"))?;

@@ -185,7 +185,12 @@ pub fn run(options: &RunOptions) -> Result<RunReport> {
 }
 
 /// The shared launch path, for any backend.
-pub fn run_on<B: Backend>(backend: B, options: &RunOptions, arguments: &ArgBlock, started: Instant) -> Result<RunReport> {
+pub fn run_on<B: Backend>(
+    backend: B,
+    options: &RunOptions,
+    arguments: &ArgBlock,
+    started: Instant,
+) -> Result<RunReport> {
     if options.print_resource_usage {
         print_resource_usage(&backend)?;
     }
@@ -277,7 +282,9 @@ impl<B: Backend> Session<B> {
     pub fn run(&mut self, launch: &LaunchParams) -> Result<RunReport> {
         self.backend.copy_to_device(self.result, &0i32.to_ne_bytes())?;
         // SAFETY: the control block is host-mapped memory the backend keeps alive; no kernel runs now.
-        unsafe { std::ptr::addr_of_mut!((*self.control.cast_mut()).progress).write_volatile(abi::progress::NOT_STARTED) };
+        unsafe {
+            std::ptr::addr_of_mut!((*self.control.cast_mut()).progress).write_volatile(abi::progress::NOT_STARTED)
+        };
         self.server.start_run();
         // All three kernels are queued at once: stream order runs them one after another, `_end` reads `main`'s
         // combined result from device memory, and nothing waits on the host between them.
@@ -298,7 +305,12 @@ impl<B: Backend> Session<B> {
 }
 
 /// Serves RPC until the program reports its end, faults, times out or the loader is interrupted.
-fn serve<B: Backend>(backend: &mut B, server: &mut HostServer, options: &RunOptions, control: *const Control) -> Result<RunReport> {
+fn serve<B: Backend>(
+    backend: &mut B,
+    server: &mut HostServer,
+    options: &RunOptions,
+    control: *const Control,
+) -> Result<RunReport> {
     let deadline = options.timeout.map(|timeout| Instant::now() + timeout);
     let mut idle_passes = 0u32;
     loop {
@@ -319,7 +331,7 @@ fn serve<B: Backend>(backend: &mut B, server: &mut HostServer, options: &RunOpti
         }
         idle_passes += 1;
         // Querying the device costs more than a pass over the ports; do it on every few idle passes only.
-        if idle_passes % 16 != 0 {
+        if !idle_passes.is_multiple_of(16) {
             std::hint::spin_loop();
             continue;
         }
@@ -342,7 +354,10 @@ fn serve<B: Backend>(backend: &mut B, server: &mut HostServer, options: &RunOpti
         }
         if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
             drain(server)?;
-            eprintln!("gpu-loader: the program ran past its {:?} timeout and was stopped", options.timeout.unwrap_or_default());
+            eprintln!(
+                "gpu-loader: the program ran past its {:?} timeout and was stopped",
+                options.timeout.unwrap_or_default()
+            );
             return Ok(RunReport { status: RunStatus::TimedOut, finished: false });
         }
         if let Some(signal) = pending_signal() {

@@ -132,9 +132,8 @@ mod tests {
         }
         let registry = AtExitRegistry::<100>::new();
         let failures: usize = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..8)
-                .map(|_| scope.spawn(|| (0..20).filter(|_| registry.register(count).is_err()).count()))
-                .collect();
+            let workers: Vec<_> =
+                (0..8).map(|_| scope.spawn(|| (0..20).filter(|_| registry.register(count).is_err()).count())).collect();
             workers.into_iter().map(|w| w.join().unwrap()).sum()
         });
         assert_eq!(failures, 160 - 100);

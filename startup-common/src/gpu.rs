@@ -88,7 +88,19 @@ unsafe impl Gpu for HostThread {
         std::thread::yield_now();
     }
 
+    /// Each host thread gets its own x coordinate, so that per-thread bookkeeping (the server reassembles each
+    /// thread's output by its coordinates) tells host threads apart as it tells GPU threads apart.
     fn thread_ids() -> ThreadIds {
+        #[cfg(not(loom))]
+        {
+            use core::sync::atomic::{AtomicU32, Ordering};
+            static NEXT: AtomicU32 = AtomicU32::new(0);
+            std::thread_local! {
+                static ID: u32 = NEXT.fetch_add(1, Ordering::Relaxed);
+            }
+            ThreadIds { thread: [ID.with(|id| *id), 0, 0], block: [0; 3] }
+        }
+        #[cfg(loom)]
         ThreadIds::default()
     }
 

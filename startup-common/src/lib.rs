@@ -130,11 +130,17 @@ macro_rules! target_runtime {
         /// # Safety
         /// `text` must point to a NUL-terminated string and `stream` be `stdout` or `stderr`.
         #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn fputs(text: *const ::core::ffi::c_char, stream: *mut $crate::io::File) -> ::core::ffi::c_int {
+        pub unsafe extern "C" fn fputs(
+            text: *const ::core::ffi::c_char,
+            stream: *mut $crate::io::File,
+        ) -> ::core::ffi::c_int {
             // SAFETY: the caller passes a C string, as `fputs` requires.
             let text = unsafe { $crate::io::c_string_bytes(text) };
             match $crate::io::File::stream(stream) {
-                Some(stream) => { $crate::io::write(RUNTIME.client(), stream, text); 0 }
+                Some(stream) => {
+                    $crate::io::write(RUNTIME.client(), stream, text);
+                    0
+                }
                 None => -1,
             }
         }
@@ -144,7 +150,12 @@ macro_rules! target_runtime {
         /// # Safety
         /// `data` must point to `size * count` readable bytes and `stream` be `stdout` or `stderr`.
         #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn fwrite(data: *const ::core::ffi::c_void, size: usize, count: usize, stream: *mut $crate::io::File) -> usize {
+        pub unsafe extern "C" fn fwrite(
+            data: *const ::core::ffi::c_void,
+            size: usize,
+            count: usize,
+            stream: *mut $crate::io::File,
+        ) -> usize {
             let Some(stream) = $crate::io::File::stream(stream) else { return 0 };
             // SAFETY: the caller guarantees `size * count` readable bytes at `data`.
             let bytes = unsafe { ::core::slice::from_raw_parts(data.cast::<u8>(), size.saturating_mul(count)) };

@@ -149,7 +149,10 @@ impl<G: Gpu> Runtime<G> {
         crate::io::print(
             &self.client,
             crate::io::Stream::Stderr,
-            format_args!("panicked at {location}: {} (thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz}))\n", info.message()),
+            format_args!(
+                "panicked at {location}: {} (thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz}))\n",
+                info.message()
+            ),
         );
         self.exiting.store(true, Ordering::Release);
         self.client.exit(PANIC_EXIT_CODE);

@@ -46,7 +46,7 @@ fn client(region: &startup_common::rpc::HostRegion) -> Client<SimWarp> {
 
 #[test]
 fn a_warp_increments_together_with_one_message() {
-    let rounds = scaled(60, 2) as u64;
+    let rounds = scaled(200, 2) as u64;
     let warps = scaled(4, 1) as u32;
     let region = region(4, SIM_LANES);
     let client = client(&region);
@@ -65,7 +65,7 @@ fn a_warp_increments_together_with_one_message() {
 
 #[test]
 fn lanes_stream_different_lengths_in_one_message() {
-    let rounds = scaled(40, 2);
+    let rounds = scaled(100, 2);
     let region = region(4, SIM_LANES);
     let client = client(&region);
     let mut server = TestServer::new(&region);
@@ -84,7 +84,7 @@ fn lanes_stream_different_lengths_in_one_message() {
 /// Two groups of one warp (as after a divergent branch) start at the same port and compete for it.
 #[test]
 fn divergent_groups_of_one_warp_both_progress() {
-    let rounds = scaled(60, 2) as u64;
+    let rounds = scaled(200, 2) as u64;
     let region = region(2, SIM_LANES);
     let client = client(&region);
     let mut server = TestServer::new(&region);

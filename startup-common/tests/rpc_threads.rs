@@ -17,8 +17,8 @@ fn client(region: &startup_common::rpc::HostRegion) -> Client<HostThread> {
 
 #[test]
 fn every_increment_is_answered_exactly_once() {
-    let threads = scaled(16, 3);
-    let rounds = scaled(500, 3);
+    let threads = scaled(32, 3);
+    let rounds = scaled(2000, 3);
     let region = region(16, 1);
     let client = client(&region);
     let mut server = TestServer::new(&region);
@@ -34,8 +34,8 @@ fn every_increment_is_answered_exactly_once() {
 
 #[test]
 fn echoes_of_random_lengths_come_back_intact() {
-    let threads = scaled(8, 2);
-    let rounds = scaled(200, 3);
+    let threads = scaled(16, 2);
+    let rounds = scaled(300, 3);
     let region = region(8, 1);
     let client = client(&region);
     let mut server = TestServer::new(&region);

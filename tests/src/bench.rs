@@ -234,7 +234,7 @@ fn seconds(samples: impl IntoIterator<Item = Duration>) -> Vec<f64> {
     samples.into_iter().map(|d| d.as_secs_f64()).collect()
 }
 
-/// 1. `_begin` + `_start` + `_end` for an empty `main`, with RPC served, against one empty launch + synchronize.
+/// Benchmark 1: `_begin` + `_start` + `_end` for an empty `main`, with RPC served, against one empty launch + synchronize.
 fn kernel_phase(images: &Path, repeat: usize) -> Result<Row> {
     let mut session = session(images, "empty", &[])?;
     let empty = EmptyKernel::load()?;
@@ -259,7 +259,7 @@ fn kernel_phase(images: &Path, repeat: usize) -> Result<Row> {
     ))
 }
 
-/// 2. The whole loader run, process start to exit, for an empty `main`, against a bare program.
+/// Benchmark 2: The whole loader run, process start to exit, for an empty `main`, against a bare program.
 fn loader_run(images: &Path, loader: &Path, repeat: usize) -> Result<Row> {
     let image = images.join("empty.ptx");
     let me = std::env::current_exe()?;
@@ -341,7 +341,7 @@ $after:
 }
 "#;
 
-/// 3. Startup cost against grid size, up to 16 times what the device holds at once; the barrier design as the
+/// Benchmark 3: Startup cost against grid size, up to 16 times what the device holds at once; the barrier design as the
 /// comparator up to the largest grid it can run (beyond residency it never finishes).
 fn grid_scaling(images: &Path, repeat: usize) -> Result<Vec<Row>> {
     let mut session = session(images, "empty", &[])?;
@@ -407,14 +407,8 @@ fn grid_scaling(images: &Path, repeat: usize) -> Result<Vec<Row>> {
         } else {
             None
         };
-        let mut row = row(
-            "grid-scaling",
-            &format!("empty main, {label}"),
-            "µs",
-            Stats::of(seconds(ours)),
-            baseline,
-            "flat",
-        );
+        let mut row =
+            row("grid-scaling", &format!("empty main, {label}"), "µs", Stats::of(seconds(ours)), baseline, "flat");
         if !fits {
             row.note = format!("the barrier design cannot run: only {resident} blocks of 1024 are resident");
         }
@@ -451,7 +445,7 @@ $done:
 }
 "#;
 
-/// 4. One thread's RPC round trip, against a raw mapped-memory ping-pong in the same context.
+/// Benchmark 4: One thread's RPC round trip, against a raw mapped-memory ping-pong in the same context.
 fn rpc_round_trip(images: &Path, repeat: usize) -> Result<Row> {
     const ROUNDS: u32 = 20_000;
     let single = LaunchParams::SINGLE;
@@ -476,7 +470,8 @@ fn rpc_round_trip(images: &Path, repeat: usize) -> Result<Row> {
     let stream = result::stream::create(result::stream::StreamKind::NonBlocking)?;
     // SAFETY: both words lie in the 128 zeroed bytes of host-mapped memory the session's backend keeps alive; the
     // device writes the first and reads the second, the host the other way round.
-    let (to_host, to_device) = unsafe { (AtomicU32::from_ptr(flags.host.cast()), AtomicU32::from_ptr(flags.host.add(64).cast())) };
+    let (to_host, to_device) =
+        unsafe { (AtomicU32::from_ptr(flags.host.cast()), AtomicU32::from_ptr(flags.host.add(64).cast())) };
     let mut raw = Vec::new();
     for sample in 0..=repeat {
         to_host.store(0, Ordering::SeqCst);
@@ -520,7 +515,7 @@ fn rpc_round_trip(images: &Path, repeat: usize) -> Result<Row> {
     ))
 }
 
-/// 5. A million lines from a full grid through `println!`, against CUDA's `vprintf` with the driver's FIFO and an
+/// Benchmark 5: A million lines from a full grid through `println!`, against CUDA's `vprintf` with the driver's FIFO and an
 /// enlarged one; every line must arrive.
 fn print_throughput(images: &Path, loader: &Path, repeat: usize) -> Result<Vec<Row>> {
     const BLOCKS: u32 = 977; // × 1024 threads = 1,000,448 lines
@@ -645,7 +640,7 @@ fn vprintf_child(blocks: u32, fifo: usize) -> Result<()> {
     Ok(())
 }
 
-/// 6. Host CPU the loader's RPC server uses while a kernel runs for a second without asking anything of it.
+/// Benchmark 6: Host CPU the loader's RPC server uses while a kernel runs for a second without asking anything of it.
 fn idle_cpu(images: &Path, repeat: usize) -> Result<Row> {
     let mut session = session(images, "idle", &["1000"])?;
     let single = LaunchParams::SINGLE;
@@ -655,7 +650,14 @@ fn idle_cpu(images: &Path, repeat: usize) -> Result<Row> {
         let wall = run_ok(&mut session, &single)?;
         samples.push((cpu_seconds() - before) / wall.as_secs_f64());
     }
-    Ok(row("idle-cpu", "host CPU while the kernel idles 1 s (getrusage / wall)", "cores", Stats::of(samples), None, "≤ 1 core"))
+    Ok(row(
+        "idle-cpu",
+        "host CPU while the kernel idles 1 s (getrusage / wall)",
+        "cores",
+        Stats::of(samples),
+        None,
+        "≤ 1 core",
+    ))
 }
 
 fn cpu_seconds() -> f64 {
@@ -692,12 +694,7 @@ fn scaled(value: f64, unit: &str) -> f64 {
 }
 
 fn format_stats(stats: &Stats, unit: &str) -> String {
-    format!(
-        "{:.2} [{:.2}, {:.2}]",
-        scaled(stats.median, unit),
-        scaled(stats.min, unit),
-        scaled(stats.max, unit)
-    )
+    format!("{:.2} [{:.2}, {:.2}]", scaled(stats.median, unit), scaled(stats.min, unit), scaled(stats.max, unit))
 }
 
 fn print_table(rows: &[Row]) {

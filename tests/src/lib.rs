@@ -110,8 +110,18 @@ impl Expectation {
         let [tx, ty, tz] = self.threads.xyz();
         let [bx, by, bz] = self.blocks.xyz();
         let mut args: Vec<OsString> = [
-            "--threads-x", &tx.to_string(), "--threads-y", &ty.to_string(), "--threads-z", &tz.to_string(),
-            "--blocks-x", &bx.to_string(), "--blocks-y", &by.to_string(), "--blocks-z", &bz.to_string(),
+            "--threads-x",
+            &tx.to_string(),
+            "--threads-y",
+            &ty.to_string(),
+            "--threads-z",
+            &tz.to_string(),
+            "--blocks-x",
+            &bx.to_string(),
+            "--blocks-y",
+            &by.to_string(),
+            "--blocks-z",
+            &bz.to_string(),
         ]
         .iter()
         .map(OsString::from)
@@ -131,8 +141,22 @@ impl Expectation {
         if outcome.exit_code != Some(self.exit_code) {
             problems.push(format!("exit code {:?}, expected {}", outcome.exit_code, self.exit_code));
         }
-        check_stream("stdout", &outcome.stdout, self.stdout.as_deref(), &self.stdout_contains, &self.stdout_matches, &mut problems);
-        check_stream("stderr", &outcome.stderr, self.stderr.as_deref(), &self.stderr_contains, &self.stderr_matches, &mut problems);
+        check_stream(
+            "stdout",
+            &outcome.stdout,
+            self.stdout.as_deref(),
+            &self.stdout_contains,
+            &self.stdout_matches,
+            &mut problems,
+        );
+        check_stream(
+            "stderr",
+            &outcome.stderr,
+            self.stderr.as_deref(),
+            &self.stderr_contains,
+            &self.stderr_matches,
+            &mut problems,
+        );
         if let Some(lines) = self.stdout_lines {
             let actual = outcome.stdout.lines().count();
             if actual != lines {
@@ -153,20 +177,27 @@ impl Expectation {
                 ));
             }
         }
-        if let Some(limit) = self.max_seconds {
-            if outcome.elapsed.as_secs_f64() > limit {
-                problems.push(format!("took {:.1?}, more than {limit} s", outcome.elapsed));
-            }
+        if let Some(limit) = self.max_seconds
+            && outcome.elapsed.as_secs_f64() > limit
+        {
+            problems.push(format!("took {:.1?}, more than {limit} s", outcome.elapsed));
         }
         problems
     }
 }
 
-fn check_stream(name: &str, actual: &str, exact: Option<&str>, contains: &[String], matches: &[String], problems: &mut Vec<String>) {
-    if let Some(exact) = exact {
-        if actual != exact {
-            problems.push(format!("{name} differs:\n--- expected\n{exact}--- got\n{actual}---"));
-        }
+fn check_stream(
+    name: &str,
+    actual: &str,
+    exact: Option<&str>,
+    contains: &[String],
+    matches: &[String],
+    problems: &mut Vec<String>,
+) {
+    if let Some(exact) = exact
+        && actual != exact
+    {
+        problems.push(format!("{name} differs:\n--- expected\n{exact}--- got\n{actual}---"));
     }
     for needle in contains {
         if !actual.contains(needle.as_str()) {
@@ -269,7 +300,12 @@ mod tests {
     use super::*;
 
     fn outcome(code: i32, stdout: &str, stderr: &str) -> Outcome {
-        Outcome { exit_code: Some(code), stdout: stdout.into(), stderr: stderr.into(), elapsed: Duration::from_millis(5) }
+        Outcome {
+            exit_code: Some(code),
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            elapsed: Duration::from_millis(5),
+        }
     }
 
     #[test]
@@ -324,15 +360,17 @@ mod tests {
 
     #[test]
     fn every_program_in_the_repository_has_valid_expectations() {
-        let programs = Path::new(env!("CARGO_MANIFEST_DIR")).join("programs");
         let mut count = 0;
-        for entry in std::fs::read_dir(programs).unwrap() {
-            let expect = entry.unwrap().path().join("expect.toml");
-            if expect.is_file() {
-                Expectation::load(&expect).unwrap();
-                count += 1;
+        for folder in ["programs", "programs-c"] {
+            let programs = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
+            for entry in std::fs::read_dir(programs).unwrap() {
+                let expect = entry.unwrap().path().join("expect.toml");
+                if expect.is_file() {
+                    Expectation::load(&expect).unwrap();
+                    count += 1;
+                }
             }
         }
-        assert!(count >= 5, "only {count} programs have expectations");
+        assert!(count >= 15, "only {count} programs have expectations");
     }
 }

@@ -186,7 +186,9 @@ fn build_target(
     let rustflags = format!("target.{triple}.rustflags={:?}", target.rustflags(arch)?);
     // NVIDIA needs the project's bitcode linker; AMD links with the toolchain's rust-lld.
     let linker_config = match target {
-        GpuTarget::Nvptx => vec!["--config".to_owned(), format!("target.{triple}.linker={:?}", linker.display().to_string())],
+        GpuTarget::Nvptx => {
+            vec!["--config".to_owned(), format!("target.{triple}.linker={:?}", linker.display().to_string())]
+        }
         GpuTarget::Amdgpu => Vec::new(),
     };
     let started = std::time::Instant::now();
@@ -218,6 +220,9 @@ fn build_target(
             cmd!(sh, "{ptxas} -c -arch={arch} --maxrregcount 64 {image} -o {cubin}").run()?;
         }
         images.push(BuiltImage { program, target, arch: arch.to_owned(), path: image });
+    }
+    if options.programs.is_empty() {
+        images.extend(crate::c_programs::build(sh, target, arch, release, linker, sysroot, &out_dir)?);
     }
     Ok(images)
 }

@@ -3,6 +3,7 @@
 
 pub mod bindgen;
 pub mod build;
+pub mod c_programs;
 pub mod linker;
 pub mod suite;
 pub mod toolchain;

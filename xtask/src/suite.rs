@@ -230,7 +230,12 @@ pub fn bundle(sh: &Shell, out: &Path, gpu_arch: Option<String>) -> Result<()> {
     if size > LIMIT {
         bail!("the bundle is {} MiB, over its 64 MiB limit", size / (1024 * 1024));
     }
-    println!("xtask: bundle at {} ({:.1} MiB): run {}/run-tests there", out.display(), size as f64 / 1048576.0, out.display());
+    println!(
+        "xtask: bundle at {} ({:.1} MiB): run {}/run-tests there",
+        out.display(),
+        size as f64 / 1048576.0,
+        out.display()
+    );
     Ok(())
 }
 

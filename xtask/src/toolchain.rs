@@ -12,10 +12,8 @@ pub const DEVICE_COMPONENTS: [&str; 2] = ["rust-src", "llvm-tools"];
 /// The toolchain's sysroot, with the device components installed (installing them if missing).
 pub fn ensure_device_toolchain(sh: &Shell) -> Result<PathBuf> {
     let sysroot = PathBuf::from(cmd!(sh, "rustc --print sysroot").read().context("cannot run rustc")?);
-    let missing: Vec<&str> = DEVICE_COMPONENTS
-        .into_iter()
-        .filter(|component| !component_present(&sysroot, component))
-        .collect();
+    let missing: Vec<&str> =
+        DEVICE_COMPONENTS.into_iter().filter(|component| !component_present(&sysroot, component)).collect();
     if !missing.is_empty() {
         let list = missing.join(", ");
         eprintln!("xtask: installing rustup components {list}");

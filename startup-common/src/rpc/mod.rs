@@ -40,13 +40,27 @@ pub(crate) mod sync {
     #[cfg(loom)]
     pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64};
 
-    /// A pause in a loop that waits for the other side; under loom it lets the model schedule another thread.
+    /// A pause in a loop that waits for the other side (`spins` is how often it has waited so far). It spins; on a
+    /// host with `std`, a wait that lasts (a client thread that needs this core to make progress, as in host tests)
+    /// yields the core after a while. Under loom it lets the model schedule another thread.
     #[inline(always)]
-    pub(crate) fn spin_pause() {
+    pub(crate) fn spin_pause(spins: u32) {
         #[cfg(loom)]
-        loom::thread::yield_now();
-        #[cfg(not(loom))]
-        core::hint::spin_loop();
+        {
+            let _ = spins;
+            loom::thread::yield_now();
+        }
+        #[cfg(all(not(loom), any(test, feature = "host")))]
+        if spins >= 1024 {
+            std::thread::yield_now();
+        } else {
+            core::hint::spin_loop();
+        }
+        #[cfg(all(not(loom), not(any(test, feature = "host"))))]
+        {
+            let _ = spins;
+            core::hint::spin_loop();
+        }
     }
 }
 

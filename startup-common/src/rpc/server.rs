@@ -111,8 +111,10 @@ impl ServerPort<'_> {
             return;
         }
         // The server owns the buffers while the client's outbox differs from its own.
+        let mut spins = 0u32;
         while self.region.client_outbox(self.index).load(Ordering::Acquire) == self.out {
-            spin_pause();
+            spin_pause(spins);
+            spins = spins.saturating_add(1);
         }
         self.owns = true;
     }
