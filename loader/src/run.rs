@@ -39,6 +39,9 @@ pub struct RunOptions {
     pub rpc_ports: u32,
     /// Bytes of stack per GPU thread.
     pub stack_size: usize,
+    /// Release the device's resources when the run ends. A process that exits right after the run (as
+    /// `gpu-loader` does) can leave that to the driver's process teardown, which is faster.
+    pub teardown: bool,
 }
 
 impl RunOptions {
@@ -55,6 +58,7 @@ impl RunOptions {
             print_resource_usage: false,
             rpc_ports: rpc::DEFAULT_PORT_COUNT,
             stack_size: DEFAULT_STACK_SIZE,
+            teardown: true,
         }
     }
 }
@@ -204,8 +208,9 @@ pub fn run_on<B: Backend>(
         }
     }
     let report = outcome?;
-    if !report.finished {
-        // Kernels may still run: tearing the context down under them could block on them forever.
+    if !report.finished || !options.teardown {
+        // Kernels may still run: tearing the context down under them could block on them forever. Or the process
+        // is about to exit, and the driver releases everything then.
         std::mem::forget(session);
     }
     Ok(report)

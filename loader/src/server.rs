@@ -178,7 +178,9 @@ impl HostServer {
         }
         self.served = served;
         if !had_outcome && self.context.outcome.is_some() {
-            self.context.finish()?;
+            // Complete messages go out now; messages still missing chunks wait: other threads may finish them
+            // while the loader drains the ports, and `flush` writes whatever is left at the very end.
+            self.context.flush()?;
         } else if !served || self.context.last_flush.elapsed() >= FLUSH_INTERVAL {
             self.context.flush()?;
         }

@@ -119,7 +119,7 @@ fn benchmarks(cli: &Cli) -> Result<()> {
         wanted
     };
     let mut rows = Vec::new();
-    let repeat = cli.repeat.max(3);
+    let repeat = cli.repeat.max(1);
     if wanted("kernel-phase") {
         rows.push(kernel_phase(&images, repeat)?);
     }
@@ -133,10 +133,10 @@ fn benchmarks(cli: &Cli) -> Result<()> {
         rows.push(rpc_round_trip(&images, repeat.min(10))?);
     }
     if wanted("print-throughput") {
-        rows.extend(print_throughput(&images, &loader, 3)?);
+        rows.extend(print_throughput(&images, &loader, repeat.min(3))?);
     }
     if wanted("idle-cpu") {
-        rows.push(idle_cpu(&images, 3)?);
+        rows.push(idle_cpu(&images, repeat.min(3))?);
     }
     print_table(&rows);
     if let Some(path) = &cli.json {

@@ -143,6 +143,20 @@ pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
 fn host_tests(sh: &Shell) -> Result<()> {
     let _dir = sh.push_dir(crate::project_root());
     cmd!(sh, "cargo test --workspace").run().context("host tests failed")?;
+    // The RPC hand-off under loom (bounded model checking of 2 clients and 1 server), in its own target folder
+    // because `--cfg loom` changes every crate's build.
+    let loom_target = crate::project_root().join("target/loom");
+    cmd!(sh, "cargo test --quiet --release -p startup-common --features host --lib loom")
+        .env("RUSTFLAGS", "--cfg loom")
+        .env("CARGO_TARGET_DIR", &loom_target)
+        .run()
+        .context("the loom models of the RPC protocol failed")?;
+    // The protocol's tests under Miri (undefined behaviour, data races, aliasing).
+    crate::toolchain::ensure_component(sh, "miri")?;
+    cmd!(sh, "cargo miri test --quiet -p startup-common --features host --lib rpc")
+        .env("CARGO_TARGET_DIR", crate::project_root().join("target/miri"))
+        .run()
+        .context("the RPC protocol's tests failed under Miri")?;
     if Path::new("/usr/include/hsa/hsa.h").is_file() {
         crate::bindgen::run(sh, true)?;
     } else {

@@ -47,3 +47,15 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| candidate.is_file())
 }
+
+/// Installs a rustup component of the pinned toolchain if it is missing (for example `miri`).
+pub fn ensure_component(sh: &Shell, component: &str) -> Result<()> {
+    let installed = cmd!(sh, "rustup component list --installed").quiet().read().unwrap_or_default();
+    if installed.lines().any(|line| line.split('-').next() == Some(component)) {
+        return Ok(());
+    }
+    eprintln!("xtask: installing rustup component {component}");
+    cmd!(sh, "rustup component add {component}")
+        .run()
+        .with_context(|| format!("cannot install rustup component `{component}`: install it by hand"))
+}
