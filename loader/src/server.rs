@@ -150,6 +150,7 @@ impl HostServer {
         this.register(opcode::TEST_INCREMENT, Box::new(handle_increment));
         this.register(opcode::TEST_ECHO, Box::new(handle_echo));
         this.register(opcode::TEST_NOOP, Box::new(handle_noop));
+        this.register(opcode::TEST_INTERFACE, Box::new(handle_interface));
         this
     }
 
@@ -272,6 +273,30 @@ fn handle_noop(port: &mut ServerPort<'_>, _: &mut Context) -> Result<(), ServerE
     Ok(())
 }
 
+/// The host's half of `Client::test_interface`: answers each lane's value with its successor, checking that every
+/// packet carries the id of the lane whose slot it arrived in; the last packet says whether all did.
+fn handle_interface(port: &mut ServerPort<'_>, _: &mut Context) -> Result<(), ServerError> {
+    let mut values = [0u64; startup_common::rpc::MAX_LANES as usize];
+    let mut rounds = 0;
+    let mut lanes_right = true;
+    port.recv(|lane, packet| {
+        rounds = packet.get(0);
+        lanes_right &= packet.get(1) == u64::from(lane);
+    });
+    for _ in 0..rounds {
+        port.send(|lane, packet| {
+            packet.set(0, values[lane as usize] + 1);
+            packet.set(1, u64::from(lane));
+        });
+        port.recv(|lane, packet| {
+            values[lane as usize] = packet.get(0);
+            lanes_right &= packet.get(1) == u64::from(lane);
+        });
+    }
+    port.send(|_, packet| packet.set(0, if lanes_right { u64::MAX } else { 0 }));
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,6 +359,7 @@ mod tests {
     fn serves_prints_tests_and_exit() {
         let (outcome, out, err) = run(4, |client, n| {
             assert_eq!(client.test_increment(n as u64), n as u64 + 1);
+            assert!(client.test_interface(5 + n as u32));
             let mut echo = [0u8; 300];
             let input: Vec<u8> = (0..200 + n).map(|i| i as u8).collect();
             assert_eq!(client.test_echo(&input, &mut echo), input.len());

@@ -76,6 +76,9 @@ pub struct Expectation {
     pub stderr_matches: Vec<String>,
     /// Longest the whole run may take, in seconds (a hang guard, not a benchmark).
     pub max_seconds: Option<f64>,
+    /// Send this signal (`INT` or `TERM`) to the loader `interrupt-after` seconds after it started.
+    pub interrupt: Option<String>,
+    pub interrupt_after: Option<f64>,
 }
 
 /// What one run of the loader produced.
@@ -90,6 +93,9 @@ pub struct Outcome {
 impl Expectation {
     pub fn parse(text: &str) -> Result<Self> {
         let expectation: Expectation = toml::from_str(text)?;
+        if let Some(signal) = &expectation.interrupt {
+            signal_number(signal)?;
+        }
         for pattern in expectation.stdout_matches.iter().chain(&expectation.stderr_matches) {
             regex::Regex::new(pattern).with_context(|| format!("bad pattern {pattern:?}"))?;
         }
@@ -221,7 +227,17 @@ fn excerpt(text: &str) -> String {
     format!("{}... ({} bytes in all)", &text[..cut], text.len())
 }
 
-/// A program of the suite, found as `<name>.<ext>` with `<name>.expect.toml` beside it.
+/// The number of a signal the harness can send.
+fn signal_number(name: &str) -> Result<i32> {
+    match name {
+        "INT" => Ok(libc::SIGINT),
+        "TERM" => Ok(libc::SIGTERM),
+        _ => bail!("cannot send signal {name:?} (INT or TERM)"),
+    }
+}
+
+/// A program of the suite, found as `<name>.<ext>` with `<name>.expect.toml` beside it (or, for a further way to
+/// run the same program, `<name>.<variant>.expect.toml`).
 #[derive(Clone, Debug)]
 pub struct Case {
     pub name: String,
@@ -239,7 +255,8 @@ pub fn discover(dir: &Path, target: &str) -> Result<Vec<Case>> {
         let Some(name) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".expect.toml")) else {
             continue;
         };
-        let image = ["ptx", "elf"].iter().map(|ext| dir.join(format!("{name}.{ext}"))).find(|p| p.is_file());
+        let program = name.split('.').next().unwrap_or(name);
+        let image = ["ptx", "elf"].iter().map(|ext| dir.join(format!("{program}.{ext}"))).find(|p| p.is_file());
         let Some(image) = image else { bail!("{} has no image next to it", path.display()) };
         let expectation = Expectation::load(&path)?;
         if expectation.runs_on(target) {
@@ -256,7 +273,13 @@ pub fn run_case(loader: &Path, case: &Case) -> Result<Outcome> {
     let mut command = Command::new(loader);
     command.args(case.expectation.loader_arguments(&case.image)).envs(&case.expectation.env).stdin(Stdio::null());
     let limit = Duration::from_secs_f64(case.expectation.timeout.unwrap_or(0.0) + 120.0);
-    let output = run_with_limit(command, limit)?;
+    let interrupt = match &case.expectation.interrupt {
+        Some(signal) => {
+            Some((Duration::from_secs_f64(case.expectation.interrupt_after.unwrap_or(1.0)), signal_number(signal)?))
+        }
+        None => None,
+    };
+    let output = run_with_limit(command, limit, interrupt)?;
     Ok(Outcome {
         exit_code: output.status.code(),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -265,7 +288,12 @@ pub fn run_case(loader: &Path, case: &Case) -> Result<Outcome> {
     })
 }
 
-fn run_with_limit(mut command: Command, limit: Duration) -> Result<std::process::Output> {
+fn run_with_limit(
+    mut command: Command,
+    limit: Duration,
+    mut interrupt: Option<(Duration, i32)>,
+) -> Result<std::process::Output> {
+    let started = Instant::now();
     let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().context("cannot start gpu-loader")?;
     let (stdout, stderr) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
     let read = |mut pipe: Box<dyn std::io::Read + Send>| {
@@ -280,6 +308,13 @@ fn run_with_limit(mut command: Command, limit: Duration) -> Result<std::process:
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
+        }
+        if let Some((after, signal)) = interrupt
+            && started.elapsed() >= after
+        {
+            // SAFETY: sends a signal to our own child, which has not been reaped (try_wait saw it running).
+            unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+            interrupt = None;
         }
         if Instant::now() >= deadline {
             let _ = child.kill();
@@ -364,13 +399,20 @@ mod tests {
         for folder in ["programs", "programs-c"] {
             let programs = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
             for entry in std::fs::read_dir(programs).unwrap() {
-                let expect = entry.unwrap().path().join("expect.toml");
-                if expect.is_file() {
-                    Expectation::load(&expect).unwrap();
-                    count += 1;
+                let dir = entry.unwrap().path();
+                if !dir.is_dir() {
+                    continue;
+                }
+                for file in std::fs::read_dir(&dir).unwrap() {
+                    let path = file.unwrap().path();
+                    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                    if name.starts_with("expect") && name.ends_with(".toml") {
+                        Expectation::load(&path).unwrap();
+                        count += 1;
+                    }
                 }
             }
         }
-        assert!(count >= 15, "only {count} programs have expectations");
+        assert!(count >= 25, "only {count} expectation files");
     }
 }

@@ -241,10 +241,18 @@ fn rust_artifact(profile_dir: &Path, target: GpuTarget, program: &str) -> Result
         .with_context(|| format!("cargo built no image for `{program}` in {}", profile_dir.display()))
 }
 
+/// Copies `expect.toml` as `<program>.expect.toml`, and each further `expect.<variant>.toml` (another way to run the
+/// same image) as `<program>.<variant>.expect.toml`.
 fn copy_expectations(source_dir: &Path, out_dir: &Path, program: &str) -> Result<()> {
-    let expect = source_dir.join("expect.toml");
-    if expect.is_file() {
-        std::fs::copy(&expect, out_dir.join(format!("{program}.expect.toml")))?;
+    for entry in std::fs::read_dir(source_dir)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("expect").and_then(|rest| rest.strip_suffix(".toml")) else { continue };
+        let target = match rest.strip_prefix('.') {
+            Some(variant) if !variant.is_empty() => format!("{program}.{variant}.expect.toml"),
+            _ if rest.is_empty() => format!("{program}.expect.toml"),
+            _ => continue,
+        };
+        std::fs::copy(source_dir.join(&name), out_dir.join(target))?;
     }
     Ok(())
 }

@@ -242,6 +242,36 @@ impl<G: Gpu> Client<G> {
         port.close();
     }
 
+    /// Test operation: `rounds` alternating receives and sends on one port, as LLVM's rpc_interface_test does.
+    /// Every packet carries the sending lane's id; the host checks it against the lane slot the packet arrived in,
+    /// and answers each value with its successor. Returns whether every answer (and the host's final verdict) was
+    /// right for this lane. All lanes of the group pass the same `rounds`.
+    pub fn test_interface(&self, rounds: u32) -> bool {
+        const HOST_SAW_A_WRONG_LANE: u64 = 0;
+        const ALL_GOOD: u64 = u64::MAX;
+        let lane = u64::from(G::lane_id());
+        let mut port = self.open(opcode::TEST_INTERFACE);
+        port.send(|packet| {
+            packet.set(0, u64::from(rounds));
+            packet.set(1, lane);
+        });
+        let mut ok = true;
+        let mut value = 0;
+        for _ in 0..rounds {
+            port.recv(|packet| {
+                ok &= packet.get(0) == value + 1 && packet.get(1) == lane;
+                value = packet.get(0);
+            });
+            port.send(|packet| {
+                packet.set(0, value);
+                packet.set(1, lane);
+            });
+        }
+        port.recv(|packet| ok &= packet.get(0) == ALL_GOOD && packet.get(0) != HOST_SAW_A_WRONG_LANE);
+        port.close();
+        ok
+    }
+
     /// Test operation: streams `input` to the host, which streams it back into `output` (as much as fits). Returns
     /// the length the host sent, `input.len()`. Each lane has its own input and output.
     pub fn test_echo(&self, input: &[u8], output: &mut [u8]) -> usize {

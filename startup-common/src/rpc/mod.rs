@@ -98,6 +98,9 @@ pub mod opcode {
     pub const TEST_ECHO: u32 = 0x101;
     /// Test: one empty packet each way, for measuring the round trip alone.
     pub const TEST_NOOP: u32 = 0x102;
+    /// Test: alternating sends and receives on one port, each lane's packets carrying its lane id (LLVM's
+    /// rpc_interface_test): the first packet holds the number of rounds.
+    pub const TEST_INTERFACE: u32 = 0x103;
     /// Opcodes from here on are free for programs and loaders to define.
     pub const FIRST_USER: u32 = 0x1_0000;
 }
