@@ -387,16 +387,22 @@ fn settle<B: Backend>(backend: &mut B, server: &mut HostServer) -> Result<bool> 
     }
 }
 
-/// Serves until a pass over the ports finds no work.
+/// Serves until a pass over the ports finds no work, so that messages sent before the end still arrive; but for at
+/// most [`DRAIN_LIMIT`]: threads that go on printing after another thread's `exit` would otherwise keep the loader
+/// serving forever.
 fn drain(server: &mut HostServer) -> Result<()> {
+    let deadline = Instant::now() + DRAIN_LIMIT;
     loop {
         server.poll().map_err(|error| LoaderError::Rpc(error.to_string()))?;
-        if !server.served_last_poll() {
+        if !server.served_last_poll() || Instant::now() >= deadline {
             break;
         }
     }
     server.flush().map_err(|error| LoaderError::Rpc(error.to_string()))
 }
+
+/// How long the loader goes on serving after the program's end, for messages already on their way.
+const DRAIN_LIMIT: Duration = Duration::from_millis(100);
 
 /// The kernel that was running when the device faulted, from the startup's progress markers.
 fn faulted_kernel(progress: u32) -> Kernel {

@@ -91,6 +91,11 @@ impl<G: Gpu> Runtime<G> {
     /// # Safety
     /// `args` must come from the loader; `_begin` must have completed.
     pub unsafe fn start(&self, args: &StartArgs, main: MainFn) {
+        // A constructor called `exit` or panicked: the program is over, and `main` must not run. (The loader queued
+        // this kernel before it could know.)
+        if self.exiting.load(Ordering::Relaxed) {
+            return;
+        }
         // SAFETY: the program provides `main` with C's prototype; the arguments come from the loader.
         let status = unsafe { main(args.argc, args.argv, args.envp) };
         // Relaxed is enough: the end of the kernel orders this before `_end` reads it.

@@ -4,6 +4,7 @@
 pub mod bindgen;
 pub mod build;
 pub mod c_programs;
+pub mod fuzz;
 pub mod linker;
 pub mod suite;
 pub mod toolchain;

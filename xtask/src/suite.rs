@@ -157,6 +157,8 @@ fn host_tests(sh: &Shell) -> Result<()> {
         .env("CARGO_TARGET_DIR", crate::project_root().join("target/miri"))
         .run()
         .context("the RPC protocol's tests failed under Miri")?;
+    // A short run of each fuzz target over the committed corpus (the long runs are in docs/failures.md).
+    crate::fuzz::smoke(sh, 10)?;
     if Path::new("/usr/include/hsa/hsa.h").is_file() {
         crate::bindgen::run(sh, true)?;
     } else {

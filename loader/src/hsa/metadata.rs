@@ -128,7 +128,12 @@ pub fn check_explicit_args(kernel: &KernelMetadata, size: u64) -> Result<(), Str
                 describe()
             ));
         }
-        end = arg.offset + arg.size;
+        end = arg.offset.checked_add(arg.size).ok_or_else(|| {
+            format!(
+                "kernel `{name}` has an argument of {} bytes at offset {} in its AMDGPU metadata",
+                arg.size, arg.offset
+            )
+        })?;
     }
     if end != size {
         // rustc passes a struct argument of an `extern "gpu-kernel"` fn by reference on AMDGPU: one pointer.
