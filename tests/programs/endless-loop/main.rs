@@ -15,7 +15,8 @@ static NEVER: AtomicBool = AtomicBool::new(false);
 
 #[unsafe(no_mangle)]
 pub extern "C" fn main(_argc: c_int, _argv: *mut *mut c_char, _envp: *mut *mut c_char) -> c_int {
-    if rt::Target::thread_ids().thread[0] == 0 {
+    let ids = rt::Target::thread_ids();
+    if ids.thread == [0; 3] && ids.block == [0; 3] {
         println!("looping forever");
     }
     while !NEVER.load(Ordering::Relaxed) {
