@@ -103,15 +103,19 @@ fn clang_major(version_output: &str) -> Option<u32> {
 
 /// The clang to compile with: `$GPU_CLANG`, else `clang-<N>` or `clang` on `PATH`, where N is the nightly's LLVM
 /// major. Its LLVM must be that major, or its bitcode would not link with Rust's.
-fn find_clang(sh: &Shell) -> Result<PathBuf> {
+pub fn find_clang(sh: &Shell) -> Result<PathBuf> {
     let major = rustc_llvm_major(sh)?;
     let clang = match std::env::var_os("GPU_CLANG") {
         Some(clang) => PathBuf::from(clang),
-        None => toolchain::find_program(&format!("clang-{major}"))
-            .or_else(|| toolchain::find_program("clang"))
-            .with_context(|| {
-                format!("no clang-{major} on PATH: the C programs need clang {major} (Debian: apt-get install clang-{major})")
-            })?,
+        None => match toolchain::find_program(&format!("clang-{major}")).or_else(|| toolchain::find_program("clang")) {
+            Some(clang) => clang,
+            None => {
+                toolchain::install_debian_package(sh, &format!("clang-{major}"))
+                    .with_context(|| format!("the C programs need clang {major}"))?;
+                toolchain::find_program(&format!("clang-{major}"))
+                    .with_context(|| format!("clang-{major} is still not on PATH after installing it"))?
+            }
+        },
     };
     let version =
         cmd!(sh, "{clang} --version").quiet().read().with_context(|| format!("cannot run {}", clang.display()))?;

@@ -59,3 +59,18 @@ pub fn ensure_component(sh: &Shell, component: &str) -> Result<()> {
         .run()
         .with_context(|| format!("cannot install rustup component `{component}`: install it by hand"))
 }
+
+/// Installs a Debian package with apt-get when running as root on a machine that has it; otherwise fails with the
+/// command to run.
+pub fn install_debian_package(sh: &Shell, package: &str) -> Result<()> {
+    let root = cmd!(sh, "id -u").quiet().read().is_ok_and(|uid| uid.trim() == "0");
+    if !root || find_program("apt-get").is_none() {
+        bail!("`{package}` is not installed: install it (Debian or Ubuntu: `sudo apt-get install {package}`)");
+    }
+    eprintln!("xtask: installing the Debian package {package}");
+    cmd!(sh, "apt-get update -qq").run().context("apt-get update failed")?;
+    cmd!(sh, "apt-get install -y -qq {package}")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .run()
+        .with_context(|| format!("cannot install `{package}` with apt-get"))
+}
