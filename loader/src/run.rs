@@ -147,19 +147,20 @@ pub struct RunReport {
 pub fn install_signal_handlers() -> Result<()> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         // The handler only stores the signal number; the serve loop notices it.
-        signal_hook::flag::register_usize(signal, static_flag(), signal as usize)
+        signal_hook::flag::register_usize(signal, std::sync::Arc::clone(signal_flag()), signal as usize)
             .map_err(|error| LoaderError::Driver { api: "sigaction", message: error.to_string() })?;
     }
     Ok(())
 }
 
-fn static_flag() -> std::sync::Arc<AtomicUsize> {
+/// The last SIGINT or SIGTERM received (0: none), shared with the signal handlers.
+fn signal_flag() -> &'static std::sync::Arc<AtomicUsize> {
     static FLAG: std::sync::OnceLock<std::sync::Arc<AtomicUsize>> = std::sync::OnceLock::new();
-    FLAG.get_or_init(|| std::sync::Arc::new(AtomicUsize::new(0))).clone()
+    FLAG.get_or_init(|| std::sync::Arc::new(AtomicUsize::new(0)))
 }
 
 fn pending_signal() -> Option<i32> {
-    match static_flag().load(Ordering::Relaxed) {
+    match signal_flag().load(Ordering::Relaxed) {
         0 => None,
         signal => Some(signal as i32),
     }
@@ -318,6 +319,7 @@ fn serve<B: Backend>(
 ) -> Result<RunReport> {
     let deadline = options.timeout.map(|timeout| Instant::now() + timeout);
     let mut idle_passes = 0u32;
+    let mut busy_passes = 0u32;
     loop {
         let outcome = server.poll().map_err(|error| LoaderError::Rpc(error.to_string()))?;
         let worked = server.served_last_poll();
@@ -332,13 +334,20 @@ fn serve<B: Backend>(
         }
         if worked {
             idle_passes = 0;
-            continue;
-        }
-        idle_passes += 1;
-        // Querying the device costs more than a pass over the ports; do it on every few idle passes only.
-        if !idle_passes.is_multiple_of(16) {
-            std::hint::spin_loop();
-            continue;
+            busy_passes += 1;
+            // A program that never stops printing must still be stoppable by `--timeout` and signals, and a fault
+            // still noticed: look up from the ports now and then even while they are busy.
+            if !busy_passes.is_multiple_of(256) {
+                continue;
+            }
+        } else {
+            busy_passes = 0;
+            idle_passes += 1;
+            // Querying the device costs more than a pass over the ports; do it on every few idle passes only.
+            if !idle_passes.is_multiple_of(16) {
+                std::hint::spin_loop();
+                continue;
+            }
         }
         match backend.poll()? {
             Progress::Running => {}
