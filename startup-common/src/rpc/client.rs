@@ -4,7 +4,7 @@ use core::ffi::{c_int, c_void};
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicPtr, AtomicU32 as CoreAtomicU32, Ordering};
 
-use super::sync::{AtomicU32, AtomicU64};
+use super::sync::{AtomicU32, AtomicU64, fence};
 use super::{
     Layout, MAX_PORTS, PACKET_BYTES, PACKET_WORDS, Packet, Region, first_packet_bytes, gather, opcode, scatter,
 };
@@ -13,20 +13,26 @@ use crate::gpu::Gpu;
 #[cfg(not(loom))]
 const LOCK_WORDS: usize = MAX_PORTS as usize / 32;
 
-/// The client-side lock bits, one per port, in device memory (the program's static), never in the pinned region.
+/// The client-side lock bits, one per port, in device memory (the program's static), never in the pinned region; and
+/// per port what the last lock holder knew of it (see [`PortMemo`]).
 #[cfg(not(loom))]
-struct Locks([AtomicU32; LOCK_WORDS]);
+struct Locks([AtomicU32; LOCK_WORDS], [AtomicU32; MAX_PORTS as usize]);
 
 #[cfg(not(loom))]
 impl Locks {
     const fn new() -> Self {
-        Self([const { AtomicU32::new(0) }; LOCK_WORDS])
+        Self([const { AtomicU32::new(0) }; LOCK_WORDS], [const { AtomicU32::new(0) }; MAX_PORTS as usize])
     }
 
     fn word(&self, port: u32) -> &AtomicU32 {
         &self.0[port as usize / 32]
     }
 
+    fn memo(&self, port: u32) -> &AtomicU32 {
+        &self.1[port as usize]
+    }
+
+    /// Unlocks every port. The memos need no clearing: a new epoch makes every one of them stale.
     fn clear(&self, _port_count: u32) {
         for word in &self.0 {
             word.store(0, Ordering::Relaxed);
@@ -37,7 +43,7 @@ impl Locks {
 /// Under loom the lock words are loom atomics, which cannot be built in a `const fn`: they are made by `reset`, inside
 /// the model.
 #[cfg(loom)]
-struct Locks(std::sync::OnceLock<std::boxed::Box<[AtomicU32]>>);
+struct Locks(std::sync::OnceLock<(std::boxed::Box<[AtomicU32]>, std::boxed::Box<[AtomicU32]>)>);
 
 #[cfg(loom)]
 impl Locks {
@@ -46,12 +52,62 @@ impl Locks {
     }
 
     fn word(&self, port: u32) -> &AtomicU32 {
-        &self.0.get().expect("reset made the locks")[port as usize / 32]
+        &self.0.get().expect("reset made the locks").0[port as usize / 32]
+    }
+
+    fn memo(&self, port: u32) -> &AtomicU32 {
+        &self.0.get().expect("reset made the locks").1[port as usize]
     }
 
     fn clear(&self, port_count: u32) {
         let words = (port_count as usize).div_ceil(32);
-        let _ = self.0.set((0..words).map(|_| AtomicU32::new(0)).collect());
+        let _ = self.0.set((
+            (0..words).map(|_| AtomicU32::new(0)).collect(),
+            (0..port_count).map(|_| AtomicU32::new(0)).collect(),
+        ));
+    }
+}
+
+impl Locks {
+    /// Takes port `port`'s lock if it is free. The acquire is a separate fence because the LLVM our toolchain uses
+    /// (22) lowers NVPTX `atomicrmw` without its ordering: `fetch_or(bit, Acquire)` became a relaxed `atom.or`, so
+    /// the next holder could read the memo, or the client outbox, from before the last holder let go.
+    fn try_lock(&self, port: u32) -> bool {
+        let bit = 1u32 << (port % 32);
+        let taken = self.word(port).fetch_or(bit, Ordering::Relaxed) & bit == 0;
+        if taken {
+            fence(Ordering::Acquire);
+        }
+        taken
+    }
+
+    /// Lets go of port `port`'s lock: everything this holder wrote (the memo, the region) happens before the next
+    /// holder's [`Locks::try_lock`]. A fence first, for the reason given there.
+    fn unlock(&self, port: u32) {
+        fence(Ordering::Release);
+        self.word(port).fetch_and(!(1u32 << (port % 32)), Ordering::Relaxed);
+    }
+}
+
+/// What the last holder of a port's lock knew when it let go, so that the next holder can skip reading pinned host
+/// memory (a PCIe round trip from the GPU) when opening it: the client's own outbox bit (the client is its only
+/// writer), and whether the client owned the buffers (its last operation was a receive, so the server cannot have
+/// touched the port since). Written and read only under the port's lock, whose acquire/release orders it. Tagged
+/// with the client's epoch: [`Client::reset`] starts a new epoch, which makes every memo stale without clearing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PortMemo {
+    out: u64,
+    owned: bool,
+}
+
+impl PortMemo {
+    fn encode(self, epoch: u32) -> u32 {
+        (epoch << 2) | (u32::from(self.owned) << 1) | (self.out as u32 & 1)
+    }
+
+    /// The memo, if it was written in `epoch`.
+    fn decode(word: u32, epoch: u32) -> Option<Self> {
+        (word >> 2 == epoch & (u32::MAX >> 2)).then_some(Self { out: u64::from(word & 1), owned: word & 2 != 0 })
     }
 }
 
@@ -59,6 +115,8 @@ impl Locks {
 pub struct Client<G: Gpu> {
     region: AtomicPtr<c_void>,
     port_count: CoreAtomicU32,
+    /// Bumped by every `reset`; see [`PortMemo`]. Starts at 0, which no memo of a reset client carries.
+    epoch: CoreAtomicU32,
     locks: Locks,
     _gpu: PhantomData<fn() -> G>,
 }
@@ -74,6 +132,7 @@ impl<G: Gpu> Client<G> {
         Self {
             region: AtomicPtr::new(core::ptr::null_mut()),
             port_count: CoreAtomicU32::new(0),
+            epoch: CoreAtomicU32::new(0),
             locks: Locks::new(),
             _gpu: PhantomData,
         }
@@ -90,6 +149,10 @@ impl<G: Gpu> Client<G> {
     pub unsafe fn reset(&self, region: *mut c_void, port_count: u32) {
         let port_count = port_count.min(MAX_PORTS);
         self.locks.clear(port_count);
+        // Memos of an earlier run of the program may not match this region: a new epoch makes them all stale. Epoch
+        // 0 is skipped, so zeroed memos are never current.
+        let epoch = (self.epoch.load(Ordering::Relaxed) + 1) & (u32::MAX >> 2);
+        self.epoch.store(epoch.max(1), Ordering::Relaxed);
         self.port_count.store(port_count, Ordering::Relaxed);
         self.region.store(if port_count == 0 { core::ptr::null_mut() } else { region }, Ordering::Release);
     }
@@ -118,14 +181,31 @@ impl<G: Gpu> Client<G> {
         let mut index = G::broadcast_first(mask, start_port(G::thread_ids(), G::LANE_SIZE) % port_count);
         let mut tried = 0;
         loop {
-            let bit = 1u32 << (index % 32);
-            let locked = leader && self.locks.word(index).fetch_or(bit, Ordering::Acquire) & bit == 0;
+            let locked = leader && self.locks.try_lock(index);
             if G::broadcast_first(mask, locked as u32) != 0 {
                 // Order the lock before every lane's accesses to the port.
                 G::sync_lanes(mask);
-                // Only lock holders write the client outbox, so the leader (who acquired the lock) sees its latest
-                // value; the other lanes take the leader's.
-                let out = G::broadcast_first(mask, region.client_outbox(index).load(Ordering::Relaxed) as u32) as u64;
+                let epoch = self.epoch.load(Ordering::Relaxed);
+                let memo = PortMemo::decode(
+                    G::broadcast_first(mask, if leader { self.locks.memo(index).load(Ordering::Relaxed) } else { 0 }),
+                    epoch,
+                );
+                if let Some(PortMemo { out, owned: true }) = memo {
+                    // The last holder received last: the buffers are the client's, with no host memory read. The
+                    // lock's release/acquire (then `sync_lanes`) orders the last holder's acquire of the server's
+                    // hand-off before this group's accesses.
+                    if leader {
+                        region.opcode(index).store(opcode as u64, Ordering::Relaxed);
+                        region.mask(index).store(mask, Ordering::Relaxed);
+                    }
+                    return Port { client: self, region, index, mask, out, owns: true, receive: false };
+                }
+                // Only lock holders write the client outbox, so the leader (who acquired the lock) knows its latest
+                // value, from the memo or from the region; the other lanes take the leader's.
+                let out = match memo {
+                    Some(memo) => memo.out,
+                    None => G::broadcast_first(mask, region.client_outbox(index).load(Ordering::Relaxed) as u32) as u64,
+                };
                 // Each lane acquires the server's hand-off itself, so its own buffer accesses are ordered after it.
                 let inbox = region.server_outbox(index).load(Ordering::Acquire);
                 if G::ballot(mask, inbox == out) == mask {
@@ -138,7 +218,8 @@ impl<G: Gpu> Client<G> {
                 // The server still owns this port (it has not finished the previous message): try another.
                 G::sync_lanes(mask);
                 if leader {
-                    self.locks.word(index).fetch_and(!bit, Ordering::Release);
+                    self.locks.memo(index).store(PortMemo { out, owned: false }.encode(epoch), Ordering::Relaxed);
+                    self.locks.unlock(index);
                 }
             }
             index = if index + 1 == port_count { 0 } else { index + 1 };
@@ -387,8 +468,10 @@ impl<G: Gpu> Drop for Port<'_, G> {
     fn drop(&mut self) {
         G::sync_lanes(self.mask);
         if G::lane_id() == self.mask.trailing_zeros() {
-            let bit = 1u32 << (self.index % 32);
-            self.client.locks.word(self.index).fetch_and(!bit, Ordering::Release);
+            let memo = PortMemo { out: self.out, owned: self.owns };
+            let epoch = self.client.epoch.load(Ordering::Relaxed);
+            self.client.locks.memo(self.index).store(memo.encode(epoch), Ordering::Relaxed);
+            self.client.locks.unlock(self.index);
         }
     }
 }
