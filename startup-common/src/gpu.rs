@@ -43,6 +43,14 @@ pub unsafe trait Gpu: 'static {
     /// Lets other work run while polling memory written by another agent.
     fn sleep_briefly();
 
+    /// A fence with `order` (`Acquire` or `Release`) among the threads of this device only, not with the host: what
+    /// a lock that only device threads take needs. The default is the language's fence, system scope, which is
+    /// always enough; a target may use a cheaper device-scope fence instead.
+    #[inline(always)]
+    fn device_fence(order: core::sync::atomic::Ordering) {
+        crate::rpc::sync::fence(order);
+    }
+
     /// Where the calling thread sits in the grid.
     fn thread_ids() -> ThreadIds;
 

@@ -61,6 +61,14 @@ unsafe impl Gpu for Nvptx {
         unsafe { asm!("nanosleep.u32 64;", options(nomem, nostack)) };
     }
 
+    fn device_fence(_order: core::sync::atomic::Ordering) {
+        // `fence(order)` would be `fence.acq_rel.sys`, which also waits for this thread's writes to host memory to be
+        // acknowledged over PCIe; a lock among the GPU's own threads needs only GPU scope. Without `nomem` the asm is
+        // a compiler barrier too.
+        // SAFETY: a memory fence has no preconditions.
+        unsafe { asm!("fence.acq_rel.gpu;", options(nostack)) };
+    }
+
     fn thread_ids() -> ThreadIds {
         // SAFETY: reading the special registers that hold the thread's coordinates has no preconditions.
         unsafe {

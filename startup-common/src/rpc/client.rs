@@ -4,7 +4,7 @@ use core::ffi::{c_int, c_void};
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicPtr, AtomicU32 as CoreAtomicU32, Ordering};
 
-use super::sync::{AtomicU32, AtomicU64, fence};
+use super::sync::{AtomicU32, AtomicU64};
 use super::{
     Layout, MAX_PORTS, PACKET_BYTES, PACKET_WORDS, Packet, Region, first_packet_bytes, gather, opcode, scatter,
 };
@@ -71,20 +71,21 @@ impl Locks {
 impl Locks {
     /// Takes port `port`'s lock if it is free. The acquire is a separate fence because the LLVM our toolchain uses
     /// (22) lowers NVPTX `atomicrmw` without its ordering: `fetch_or(bit, Acquire)` became a relaxed `atom.or`, so
-    /// the next holder could read the memo, or the client outbox, from before the last holder let go.
-    fn try_lock(&self, port: u32) -> bool {
+    /// the next holder could read the memo, or the client outbox, from before the last holder let go. Only device
+    /// threads take these locks, so a device-scope fence is enough.
+    fn try_lock<G: Gpu>(&self, port: u32) -> bool {
         let bit = 1u32 << (port % 32);
         let taken = self.word(port).fetch_or(bit, Ordering::Relaxed) & bit == 0;
         if taken {
-            fence(Ordering::Acquire);
+            G::device_fence(Ordering::Acquire);
         }
         taken
     }
 
     /// Lets go of port `port`'s lock: everything this holder wrote (the memo, the region) happens before the next
     /// holder's [`Locks::try_lock`]. A fence first, for the reason given there.
-    fn unlock(&self, port: u32) {
-        fence(Ordering::Release);
+    fn unlock<G: Gpu>(&self, port: u32) {
+        G::device_fence(Ordering::Release);
         self.word(port).fetch_and(!(1u32 << (port % 32)), Ordering::Relaxed);
     }
 }
@@ -181,7 +182,7 @@ impl<G: Gpu> Client<G> {
         let mut index = G::broadcast_first(mask, start_port(G::thread_ids(), G::LANE_SIZE) % port_count);
         let mut tried = 0;
         loop {
-            let locked = leader && self.locks.try_lock(index);
+            let locked = leader && self.locks.try_lock::<G>(index);
             if G::broadcast_first(mask, locked as u32) != 0 {
                 // Order the lock before every lane's accesses to the port.
                 G::sync_lanes(mask);
@@ -219,7 +220,7 @@ impl<G: Gpu> Client<G> {
                 G::sync_lanes(mask);
                 if leader {
                     self.locks.memo(index).store(PortMemo { out, owned: false }.encode(epoch), Ordering::Relaxed);
-                    self.locks.unlock(index);
+                    self.locks.unlock::<G>(index);
                 }
             }
             index = if index + 1 == port_count { 0 } else { index + 1 };
@@ -471,7 +472,7 @@ impl<G: Gpu> Drop for Port<'_, G> {
             let memo = PortMemo { out: self.out, owned: self.owns };
             let epoch = self.client.epoch.load(Ordering::Relaxed);
             self.client.locks.memo(self.index).store(memo.encode(epoch), Ordering::Relaxed);
-            self.client.locks.unlock(self.index);
+            self.client.locks.unlock::<G>(self.index);
         }
     }
 }
