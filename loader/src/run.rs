@@ -207,6 +207,12 @@ pub fn run_on<B: Backend>(
         if let Some([b, s, e]) = session.backend.kernel_times() {
             eprintln!("gpu-loader: _begin {b:.1?}, _start {s:.1?}, _end {e:.1?}");
         }
+        let stats = session.rpc_stats();
+        let per_message = if stats.messages == 0 { 0.0 } else { stats.lanes as f64 / stats.messages as f64 };
+        eprintln!(
+            "gpu-loader: RPC {} messages from {} lanes ({per_message:.1} lanes each)",
+            stats.messages, stats.lanes
+        );
     }
     let report = outcome?;
     if !report.finished || !options.teardown {
@@ -307,6 +313,11 @@ impl<B: Backend> Session<B> {
     /// The backend, for launching other work in the same context.
     pub fn backend(&mut self) -> &mut B {
         &mut self.backend
+    }
+
+    /// The RPC messages served so far, over every run of this session.
+    pub fn rpc_stats(&self) -> crate::server::ServeStats {
+        self.server.stats()
     }
 }
 

@@ -126,6 +126,15 @@ pub struct HostServer {
     context: Context,
     /// Whether the last `poll` found any message.
     served: bool,
+    stats: ServeStats,
+}
+
+/// What the server has served since it was made: messages, and the lanes that sent them. Lanes per message tell
+/// whether warps reach the RPC together (32 on NVIDIA) or diverged into several groups.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServeStats {
+    pub messages: u64,
+    pub lanes: u64,
 }
 
 impl HostServer {
@@ -143,6 +152,7 @@ impl HostServer {
             handlers: HashMap::new(),
             context: Context::new(Box::new(io::stdout()), Box::new(io::stderr())),
             served: false,
+            stats: ServeStats::default(),
         };
         this.register(opcode::WRITE, Box::new(handle_write));
         this.register(opcode::EXIT, Box::new(handle_exit));
@@ -173,6 +183,8 @@ impl HostServer {
         for index in 0..self.server.port_count() {
             let Some(mut port) = self.server.open(index) else { continue };
             served = true;
+            self.stats.messages += 1;
+            self.stats.lanes += u64::from(port.lane_mask().count_ones());
             let op = port.opcode();
             let handler = self.handlers.get_mut(&op).ok_or(ServerError::UnknownOpcode { opcode: op, port: index })?;
             handler(&mut port, &mut self.context)?;
@@ -200,6 +212,11 @@ impl HostServer {
     /// Forgets the outcome of an earlier run of the same program, so that the server reports the next one.
     pub fn start_run(&mut self) {
         self.context.outcome = None;
+    }
+
+    /// Messages and lanes served so far.
+    pub fn stats(&self) -> ServeStats {
+        self.stats
     }
 
     /// Whether the last [`poll`](Self::poll) found any message: a caller draining the ports polls until it is false.
@@ -380,6 +397,24 @@ mod tests {
         let mut lines: Vec<&str> = err.lines().collect();
         lines.sort();
         assert_eq!(lines, ["err 0", "err 1", "err 2", "err 3"]);
+    }
+
+    #[test]
+    fn counts_messages_and_lanes() {
+        let layout = Layout::new(2, 1);
+        let region = HostRegion::new(layout);
+        let client = Client::<HostThread>::new();
+        // SAFETY: a fresh zeroed region laid out for 2 ports of one lane, outliving the thread below.
+        unsafe { client.reset(region.as_ptr(), 2) };
+        // SAFETY: same region; this is its only server.
+        let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
+        std::thread::scope(|scope| {
+            let worker = scope.spawn(|| (0..5).for_each(|n| assert_eq!(client.test_increment(n), n + 1)));
+            while !worker.is_finished() {
+                server.poll().unwrap();
+            }
+        });
+        assert_eq!(server.stats(), ServeStats { messages: 5, lanes: 5 });
     }
 
     #[test]

@@ -755,10 +755,13 @@ fn print_table(rows: &[Row]) {
         );
     }
     for row in rows.iter().filter(|r| !r.baseline_what.is_empty() || !r.note.is_empty()) {
-        let mut detail = format!("- {} ({}): baseline = {}", row.name, row.what, row.baseline_what);
-        if !row.note.is_empty() {
-            detail.push_str(&format!("; {}", row.note));
-        }
-        println!("{detail}");
+        let parts: Vec<String> = [
+            (!row.baseline_what.is_empty()).then(|| format!("baseline = {}", row.baseline_what)),
+            (!row.note.is_empty()).then(|| row.note.clone()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        println!("- {} ({}): {}", row.name, row.what, parts.join("; "));
     }
 }
