@@ -4,6 +4,8 @@
 //! terminal is not included; on the GPU the packets also come from memory the device wrote (cache misses here are
 //! fewer).
 //!
+//! Then the cost of one pass over idle ports, which bounds how long a new message waits to be noticed.
+//!
 //! `cargo bench -p loader --bench serve_write`
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,4 +60,21 @@ fn main() {
         LINE.len(),
         per_message / f64::from(LANES)
     );
+    idle_pass();
+}
+
+/// Nanoseconds per `HostServer::poll` that finds nothing, for a few port counts.
+fn idle_pass() {
+    const PASSES: u32 = 100_000;
+    for ports in [64, PORTS, 4096] {
+        let region = HostRegion::new(Layout::new(ports, LANES));
+        // SAFETY: the region is laid out for these counts, zeroed, outlives the server, and nothing else serves it.
+        let mut server = unsafe { HostServer::new(region.as_ptr(), ports, LANES) };
+        let started = Instant::now();
+        for _ in 0..PASSES {
+            server.poll().expect("nothing to serve");
+        }
+        let per_pass = started.elapsed().as_nanos() as f64 / f64::from(PASSES);
+        println!("idle pass: {ports} ports: {per_pass:.0} ns ({:.2} ns per port)", per_pass / f64::from(ports));
+    }
 }

@@ -329,7 +329,7 @@ fn serve<B: Backend>(
     control: *const Control,
 ) -> Result<RunReport> {
     let deadline = options.timeout.map(|timeout| Instant::now() + timeout);
-    let mut idle_passes = 0u32;
+    let mut last_look = Instant::now();
     let mut busy_passes = 0u32;
     loop {
         let outcome = server.poll().map_err(|error| LoaderError::Rpc(error.to_string()))?;
@@ -344,7 +344,6 @@ fn serve<B: Backend>(
             return Ok(RunReport { status, finished: settle(backend, server)? });
         }
         if worked {
-            idle_passes = 0;
             busy_passes += 1;
             // A program that never stops printing must still be stoppable by `--timeout` and signals, and a fault
             // still noticed: look up from the ports now and then even while they are busy.
@@ -353,13 +352,14 @@ fn serve<B: Backend>(
             }
         } else {
             busy_passes = 0;
-            idle_passes += 1;
-            // Querying the device costs more than a pass over the ports; do it on every few idle passes only.
-            if !idle_passes.is_multiple_of(16) {
+            // Querying the device costs more than a pass over idle ports, and a message that arrives meanwhile
+            // waits for it: look up only every `LOOK_UP_INTERVAL`.
+            if last_look.elapsed() < LOOK_UP_INTERVAL {
                 std::hint::spin_loop();
                 continue;
             }
         }
+        last_look = Instant::now();
         match backend.poll()? {
             Progress::Running => {}
             Progress::Finished => {
@@ -391,6 +391,10 @@ fn serve<B: Backend>(
         }
     }
 }
+
+/// How often an idle serve loop asks the device whether the kernels finished or faulted, and checks the timeout and
+/// signals: rarely enough that the queries take a small part of the loop, often enough that nobody waits on them.
+const LOOK_UP_INTERVAL: Duration = Duration::from_micros(20);
 
 /// After the program reported its end: whether the kernels finish within a short grace period (they do when `_end`
 /// reported; threads still running after an `exit` elsewhere may not), serving RPC meanwhile.

@@ -68,6 +68,8 @@ pub struct Context {
     pending: HashMap<(u64, u64, u8), Vec<u8>>,
     outcome: Option<Outcome>,
     last_flush: Instant,
+    /// Whether anything was written since the last flush: an idle pass then has nothing to flush and skips it.
+    written: bool,
 }
 
 impl Context {
@@ -78,11 +80,13 @@ impl Context {
             pending: HashMap::new(),
             outcome: None,
             last_flush: Instant::now(),
+            written: false,
         }
     }
 
     /// The (buffered) writer of `stream`.
     pub fn writer(&mut self, stream: Stream) -> &mut dyn Write {
+        self.written = true;
         match stream {
             Stream::Stdout => &mut self.stdout,
             Stream::Stderr => &mut self.stderr,
@@ -110,6 +114,9 @@ impl Context {
     }
 
     fn flush(&mut self) -> io::Result<()> {
+        if !std::mem::take(&mut self.written) {
+            return Ok(());
+        }
         self.last_flush = Instant::now();
         self.stdout.flush()?;
         self.stderr.flush()
@@ -180,14 +187,20 @@ impl HostServer {
     pub fn poll(&mut self) -> Result<Option<Outcome>, ServerError> {
         let had_outcome = self.context.outcome.is_some();
         let mut served = false;
-        for index in 0..self.server.port_count() {
-            let Some(mut port) = self.server.open(index) else { continue };
-            served = true;
-            self.stats.messages += 1;
-            self.stats.lanes += u64::from(port.lane_mask().count_ones());
-            let op = port.opcode();
-            let handler = self.handlers.get_mut(&op).ok_or(ServerError::UnknownOpcode { opcode: op, port: index })?;
-            handler(&mut port, &mut self.context)?;
+        for group in 0..self.server.port_groups() {
+            let mut pending = self.server.pending_in_group(group);
+            while pending != 0 {
+                let index = group * 64 + pending.trailing_zeros();
+                pending &= pending - 1;
+                let Some(mut port) = self.server.open(index) else { continue };
+                served = true;
+                self.stats.messages += 1;
+                self.stats.lanes += u64::from(port.lane_mask().count_ones());
+                let op = port.opcode();
+                let handler =
+                    self.handlers.get_mut(&op).ok_or(ServerError::UnknownOpcode { opcode: op, port: index })?;
+                handler(&mut port, &mut self.context)?;
+            }
         }
         self.served = served;
         if !had_outcome && self.context.outcome.is_some() {
