@@ -43,12 +43,21 @@ pub unsafe trait Gpu: 'static {
     /// Lets other work run while polling memory written by another agent.
     fn sleep_briefly();
 
-    /// A fence with `order` (`Acquire` or `Release`) among the threads of this device only, not with the host: what
-    /// a lock that only device threads take needs. The default is the language's fence, system scope, which is
-    /// always enough; a target may use a cheaper device-scope fence instead.
+    /// Sets `bits` in `word` and returns its old value, ordered as an acquire among this device's threads (not with
+    /// the host): how a lock that only device threads take is entered. A target overrides the default,
+    /// `fetch_or(bits, Acquire)`, with a device-scope atomic where that is cheaper, or where its compiler does not
+    /// honour the ordering.
     #[inline(always)]
-    fn device_fence(order: core::sync::atomic::Ordering) {
-        crate::rpc::sync::fence(order);
+    fn lock_fetch_or(word: &crate::rpc::sync::AtomicU32, bits: u32) -> u32 {
+        word.fetch_or(bits, core::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Replaces `word` with `value`, ordered as a release among this device's threads: how such a lock is left. The
+    /// default swaps rather than stores: with a plain store the loom models of the RPC locks exceed loom's branch
+    /// limit (the waiters' `fetch_or`s on the word), though the protocol needs only a release write.
+    #[inline(always)]
+    fn unlock_swap(word: &crate::rpc::sync::AtomicU32, value: u32) {
+        word.swap(value, core::sync::atomic::Ordering::Release);
     }
 
     /// Where the calling thread sits in the grid.

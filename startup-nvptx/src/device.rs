@@ -3,6 +3,7 @@ use core::arch::nvptx;
 use core::ffi::c_int;
 
 use startup_common::abi::{BeginArgs, EndArgs, StartArgs};
+use startup_common::rpc::sync::AtomicU32;
 use startup_common::{CallbackArrays, FiniCallback, Gpu, InitCallback, ThreadIds};
 
 /// An NVIDIA GPU thread.
@@ -61,12 +62,24 @@ unsafe impl Gpu for Nvptx {
         unsafe { asm!("nanosleep.u32 64;", options(nomem, nostack)) };
     }
 
-    fn device_fence(_order: core::sync::atomic::Ordering) {
-        // `fence(order)` would be `fence.acq_rel.sys`, which orders with the host too; a lock among the GPU's own
-        // threads needs only GPU scope (on the H200 the RPC round trip went from 6.48 to 6.31 µs). Without `nomem`
-        // the asm is a compiler barrier too.
-        // SAFETY: a memory fence has no preconditions.
-        unsafe { asm!("fence.acq_rel.gpu;", options(nostack)) };
+    fn lock_fetch_or(word: &AtomicU32, bits: u32) -> u32 {
+        // Inline PTX for two reasons. The LLVM of our toolchain (22) drops the ordering of NVPTX `atomicrmw`:
+        // `fetch_or(bits, Acquire)` becomes a relaxed `atom.or`. And the language's orderings are system scope, while
+        // a lock among the GPU's own threads needs only GPU scope: on the H200 this atomic costs ~290 cycles, against
+        // ~570 for a relaxed one followed by `fence.acq_rel.gpu`.
+        let old: u32;
+        // SAFETY: `word` is a live atomic; an atomic OR on it is what `fetch_or` does.
+        unsafe {
+            asm!("atom.acquire.gpu.or.b32 {}, [{}], {};", out(reg32) old, in(reg64) word.as_ptr(), in(reg32) bits,
+                options(nostack));
+        }
+        old
+    }
+
+    fn unlock_swap(word: &AtomicU32, value: u32) {
+        // A release store at GPU scope, for the reasons given in `lock_fetch_or`: the swap's old value is not needed.
+        // SAFETY: `word` is a live atomic; an atomic store to it is what `swap` does, less the old value.
+        unsafe { asm!("st.release.gpu.b32 [{}], {};", in(reg64) word.as_ptr(), in(reg32) value, options(nostack)) };
     }
 
     fn thread_ids() -> ThreadIds {

@@ -1,8 +1,9 @@
 //! The device side: [`Client`] opens ports for lane groups, [`Port`] moves packets.
 
+use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_void};
 use core::marker::PhantomData;
-use core::sync::atomic::{AtomicPtr, AtomicU32 as CoreAtomicU32, Ordering};
+use core::sync::atomic::Ordering;
 
 use super::sync::{AtomicU32, AtomicU64};
 use super::{
@@ -10,40 +11,36 @@ use super::{
 };
 use crate::gpu::Gpu;
 
+/// Per port, one word in device memory (the program's static, never the pinned region): the client-side lock and
+/// what the last holder knew of the port ([`PortMemo`]), tagged with the client's epoch.
+///
+/// ```text
+/// bit 0       LOCKED: a lane group holds the port
+/// bits 1-2    the memo: the buffers were the client's (bit 1), the client outbox value (bit 2)
+/// bits 3-31   the epoch of the run that wrote the word
+/// ```
+///
+/// A word of an older epoch is free whatever its lock bit says (a run that ended with `exit` may leave ports
+/// locked), and its memo is unknown: so [`Client::reset`] clears nothing, it starts a new epoch.
 #[cfg(not(loom))]
-const LOCK_WORDS: usize = MAX_PORTS as usize / 32;
-
-/// The client-side lock bits, one per port, in device memory (the program's static), never in the pinned region; and
-/// per port what the last lock holder knew of it (see [`PortMemo`]).
-#[cfg(not(loom))]
-struct Locks([AtomicU32; LOCK_WORDS], [AtomicU32; MAX_PORTS as usize]);
+struct Locks([AtomicU32; MAX_PORTS as usize]);
 
 #[cfg(not(loom))]
 impl Locks {
     const fn new() -> Self {
-        Self([const { AtomicU32::new(0) }; LOCK_WORDS], [const { AtomicU32::new(0) }; MAX_PORTS as usize])
+        Self([const { AtomicU32::new(0) }; MAX_PORTS as usize])
     }
 
     fn word(&self, port: u32) -> &AtomicU32 {
-        &self.0[port as usize / 32]
+        &self.0[port as usize]
     }
 
-    fn memo(&self, port: u32) -> &AtomicU32 {
-        &self.1[port as usize]
-    }
-
-    /// Unlocks every port. The memos need no clearing: a new epoch makes every one of them stale.
-    fn clear(&self, _port_count: u32) {
-        for word in &self.0 {
-            word.store(0, Ordering::Relaxed);
-        }
-    }
+    fn prepare(&self, _port_count: u32) {}
 }
 
-/// Under loom the lock words are loom atomics, which cannot be built in a `const fn`: they are made by `reset`, inside
-/// the model.
+/// Under loom the words are loom atomics, which cannot be built in a `const fn`: `reset` makes them, inside the model.
 #[cfg(loom)]
-struct Locks(std::sync::OnceLock<(std::boxed::Box<[AtomicU32]>, std::boxed::Box<[AtomicU32]>)>);
+struct Locks(std::sync::OnceLock<std::boxed::Box<[AtomicU32]>>);
 
 #[cfg(loom)]
 impl Locks {
@@ -52,49 +49,49 @@ impl Locks {
     }
 
     fn word(&self, port: u32) -> &AtomicU32 {
-        &self.0.get().expect("reset made the locks").0[port as usize / 32]
+        &self.0.get().expect("reset made the locks")[port as usize]
     }
 
-    fn memo(&self, port: u32) -> &AtomicU32 {
-        &self.0.get().expect("reset made the locks").1[port as usize]
-    }
-
-    fn clear(&self, port_count: u32) {
-        let words = (port_count as usize).div_ceil(32);
-        let _ = self.0.set((
-            (0..words).map(|_| AtomicU32::new(0)).collect(),
-            (0..port_count).map(|_| AtomicU32::new(0)).collect(),
-        ));
+    fn prepare(&self, port_count: u32) {
+        let _ = self.0.set((0..port_count).map(|_| AtomicU32::new(0)).collect());
     }
 }
 
 impl Locks {
-    /// Takes port `port`'s lock if it is free. The acquire is a separate fence because the LLVM our toolchain uses
-    /// (22) lowers NVPTX `atomicrmw` without its ordering: `fetch_or(bit, Acquire)` became a relaxed `atom.or`, so
-    /// the next holder could read the memo, or the client outbox, from before the last holder let go. Only device
-    /// threads take these locks, so a device-scope fence is enough.
-    fn try_lock<G: Gpu>(&self, port: u32) -> bool {
-        let bit = 1u32 << (port % 32);
-        let taken = self.word(port).fetch_or(bit, Ordering::Relaxed) & bit == 0;
-        if taken {
-            G::device_fence(Ordering::Acquire);
-        }
-        taken
+    const LOCKED: u32 = 1;
+    const EPOCH_SHIFT: u32 = 3;
+    /// Epochs wrap at this mask; 0 is never a client's (zeroed words are of no run).
+    const EPOCH_MASK: u32 = u32::MAX >> Self::EPOCH_SHIFT;
+
+    /// Takes port `port`'s lock if it is free in `epoch`. Returns the word the last holder left (its memo), or `None`
+    /// when another group holds the port. Only device threads take these locks, so device-scope ordering is enough
+    /// ([`Gpu::lock_fetch_or`]).
+    fn try_lock<G: Gpu>(&self, port: u32, epoch: u32) -> Option<u32> {
+        let word = self.word(port);
+        let old = G::lock_fetch_or(word, Self::LOCKED);
+        let taken = if old >> Self::EPOCH_SHIFT == epoch {
+            old & Self::LOCKED == 0
+        } else {
+            // A word of an earlier run: free, whatever its lock bit. Every group that finds it so (lock bit set now
+            // by its own `fetch_or` or an earlier one) tries to swap in this epoch's word; the first one takes it.
+            let stale = old | Self::LOCKED;
+            let current = (epoch << Self::EPOCH_SHIFT) | Self::LOCKED;
+            word.compare_exchange(stale, current, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        };
+        taken.then_some(old & !Self::LOCKED)
     }
 
-    /// Lets go of port `port`'s lock: everything this holder wrote (the memo, the region) happens before the next
-    /// holder's [`Locks::try_lock`]. A fence first, for the reason given there.
-    fn unlock<G: Gpu>(&self, port: u32) {
-        G::device_fence(Ordering::Release);
-        self.word(port).fetch_and(!(1u32 << (port % 32)), Ordering::Relaxed);
+    /// Lets go of port `port`'s lock, leaving `memo` for the next holder: everything this holder wrote happens before
+    /// the next holder's [`Locks::try_lock`].
+    fn unlock<G: Gpu>(&self, port: u32, epoch: u32, memo: PortMemo) {
+        G::unlock_swap(self.word(port), memo.encode(epoch));
     }
 }
 
 /// What the last holder of a port's lock knew when it let go, so that the next holder can skip reading pinned host
 /// memory (a PCIe round trip from the GPU) when opening it: the client's own outbox bit (the client is its only
 /// writer), and whether the client owned the buffers (its last operation was a receive, so the server cannot have
-/// touched the port since). Written and read only under the port's lock, whose fences order it. Tagged
-/// with the client's epoch: [`Client::reset`] starts a new epoch, which makes every memo stale without clearing it.
+/// touched the port since). It travels in the port's lock word, whose fences order it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct PortMemo {
     out: u64,
@@ -102,25 +99,42 @@ struct PortMemo {
 }
 
 impl PortMemo {
+    /// The lock word that leaves this memo, unlocked, in `epoch`.
     fn encode(self, epoch: u32) -> u32 {
-        (epoch << 2) | (u32::from(self.owned) << 1) | (self.out as u32 & 1)
+        (epoch << Locks::EPOCH_SHIFT) | (self.out as u32 & 1) << 2 | u32::from(self.owned) << 1
     }
 
-    /// The memo, if it was written in `epoch`.
+    /// The memo in a lock word, if the word was written in `epoch`.
     fn decode(word: u32, epoch: u32) -> Option<Self> {
-        (word >> 2 == epoch & (u32::MAX >> 2)).then_some(Self { out: u64::from(word & 1), owned: word & 2 != 0 })
+        (word >> Locks::EPOCH_SHIFT == epoch).then_some(Self { out: u64::from(word >> 2 & 1), owned: word & 2 != 0 })
     }
 }
 
 /// The device's end of the channel: one per program, shared by every thread.
 pub struct Client<G: Gpu> {
-    region: AtomicPtr<c_void>,
-    port_count: CoreAtomicU32,
-    /// Bumped by every `reset`; see [`PortMemo`]. Starts at 0, which no memo of a reset client carries.
-    epoch: CoreAtomicU32,
+    setup: UnsafeCell<Setup>,
     locks: Locks,
     _gpu: PhantomData<fn() -> G>,
 }
+
+/// What [`Client::reset`] sets and every message reads. Only `reset` writes it, and no other thread may use the client
+/// meanwhile (on the GPU it runs in `_begin`, a kernel of its own), so it is read with plain loads, which the device
+/// caches: atomics would go to L2 on every message, several hundred cycles each.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct Setup {
+    region: *mut c_void,
+    port_count: u32,
+    /// Bumped by every `reset`; see [`Locks`]. Starts at 0, which no reset client has.
+    epoch: u32,
+}
+
+// SAFETY: the client's state is the lock words (atomics) and `setup`, which only `reset` writes, under a contract
+// that no other thread uses the client while it runs; every other access reads it. The region it points to is shared
+// memory accessed only atomically.
+unsafe impl<G: Gpu> Sync for Client<G> {}
+// SAFETY: as for `Sync`: nothing in the client belongs to one thread.
+unsafe impl<G: Gpu> Send for Client<G> {}
 
 impl<G: Gpu> Default for Client<G> {
     fn default() -> Self {
@@ -131,9 +145,7 @@ impl<G: Gpu> Default for Client<G> {
 impl<G: Gpu> Client<G> {
     pub const fn new() -> Self {
         Self {
-            region: AtomicPtr::new(core::ptr::null_mut()),
-            port_count: CoreAtomicU32::new(0),
-            epoch: CoreAtomicU32::new(0),
+            setup: UnsafeCell::new(Setup { region: core::ptr::null_mut(), port_count: 0, epoch: 0 }),
             locks: Locks::new(),
             _gpu: PhantomData,
         }
@@ -146,51 +158,65 @@ impl<G: Gpu> Client<G> {
     /// `region` must be zeroed (or left by a finished program with every port idle), laid out by
     /// `Layout::new(port_count, G::LANE_SIZE)`, 64-byte aligned, and stay valid while the client is used; a host
     /// server may access it concurrently only through this protocol. No other thread may use the client while this
-    /// runs.
+    /// runs, and what it writes must reach every thread that uses the client later (a kernel boundary, or spawning
+    /// the threads, does that).
     pub unsafe fn reset(&self, region: *mut c_void, port_count: u32) {
         let port_count = port_count.min(MAX_PORTS);
-        self.locks.clear(port_count);
-        // Memos of an earlier run of the program may not match this region: a new epoch makes them all stale. Epoch
-        // 0 is skipped, so zeroed memos are never current.
-        let epoch = (self.epoch.load(Ordering::Relaxed) + 1) & (u32::MAX >> 2);
-        self.epoch.store(epoch.max(1), Ordering::Relaxed);
-        self.port_count.store(port_count, Ordering::Relaxed);
-        self.region.store(if port_count == 0 { core::ptr::null_mut() } else { region }, Ordering::Release);
+        self.locks.prepare(port_count);
+        let setup = self.setup.get();
+        // SAFETY: the caller guarantees no other thread uses the client now, so nothing reads `setup` meanwhile.
+        unsafe {
+            // Locks and memos of an earlier run of the program may not match this region: a new epoch frees them
+            // all. Epoch 0 is skipped, so zeroed words are never current.
+            let epoch = ((*setup).epoch + 1) & Locks::EPOCH_MASK;
+            let region = if port_count == 0 { core::ptr::null_mut() } else { region };
+            setup.write(Setup { region, port_count, epoch: epoch.max(1) });
+        }
+    }
+
+    fn setup(&self) -> Setup {
+        // SAFETY: only `reset` writes `setup`, and its contract keeps every other use of the client away meanwhile.
+        unsafe { *self.setup.get() }
     }
 
     /// Whether [`Client::reset`] gave the client a region.
     pub fn is_ready(&self) -> bool {
-        !self.region.load(Ordering::Relaxed).is_null()
+        !self.setup().region.is_null()
     }
 
-    fn view(&self) -> Region {
-        let base = self.region.load(Ordering::Acquire);
-        assert!(!base.is_null(), "the RPC client is used before reset");
-        let layout = Layout::new(self.port_count.load(Ordering::Relaxed), G::LANE_SIZE);
+    /// The region and the epoch.
+    fn view(&self) -> (Region, u32) {
+        let Setup { region: base, port_count, epoch } = self.setup();
+        // One test of all three fields, so that their loads (one 16-byte line) are issued together, not one after
+        // each branch: a reset client has all three (a region, 1 to `MAX_PORTS` ports, an epoch from 1).
+        let ready = !base.is_null() & (epoch != 0) & (port_count.wrapping_sub(1) < MAX_PORTS);
+        assert!(ready, "the RPC client is used before reset");
+        let layout = Layout::new(port_count, G::LANE_SIZE);
         // SAFETY: `reset`'s contract: the region is laid out for this many ports and lanes, holds atomics, and lives
         // while the client is used.
-        unsafe { Region::new(base.cast::<AtomicU64>().cast_const(), layout) }
+        (unsafe { Region::new(base.cast::<AtomicU64>().cast_const(), layout) }, epoch)
     }
 
     /// Opens a port for the calling lane group to send a message with `opcode`. Every lane of the group calls this
     /// together; the lowest lane takes a free port's lock for all of them. Returns once the group owns a port.
     pub fn open(&self, opcode: u32) -> Port<'_, G> {
-        let region = self.view();
+        let (region, epoch) = self.view();
         let port_count = region.layout().port_count();
         let mask = G::lane_mask();
         let leader = G::lane_id() == mask.trailing_zeros();
-        let mut index = G::broadcast_first(mask, start_port(G::thread_ids(), G::LANE_SIZE) % port_count);
+        let mut index = G::broadcast_first(mask, start_port(G::thread_ids(), G::LANE_SIZE, port_count));
         let mut tried = 0;
         loop {
-            let locked = leader && self.locks.try_lock::<G>(index);
-            if G::broadcast_first(mask, locked as u32) != 0 {
+            // The leader's outcome, for all lanes in one broadcast: the word the last holder left, or `LOCKED` when
+            // the port is taken (a word the leader got never has that bit).
+            let left = G::broadcast_first(
+                mask,
+                if leader { self.locks.try_lock::<G>(index, epoch).unwrap_or(Locks::LOCKED) } else { 0 },
+            );
+            if left & Locks::LOCKED == 0 {
                 // Order the lock before every lane's accesses to the port.
                 G::sync_lanes(mask);
-                let epoch = self.epoch.load(Ordering::Relaxed);
-                let memo = PortMemo::decode(
-                    G::broadcast_first(mask, if leader { self.locks.memo(index).load(Ordering::Relaxed) } else { 0 }),
-                    epoch,
-                );
+                let memo = PortMemo::decode(left, epoch);
                 if let Some(PortMemo { out, owned: true }) = memo {
                     // The last holder received last: the buffers are the client's, with no host memory read. The
                     // lock's fences (then `sync_lanes`) order the last holder's acquire of the server's hand-off
@@ -199,7 +225,7 @@ impl<G: Gpu> Client<G> {
                         region.opcode(index).store(opcode as u64, Ordering::Relaxed);
                         region.mask(index).store(mask, Ordering::Relaxed);
                     }
-                    return Port { client: self, region, index, mask, out, owns: true, receive: false };
+                    return Port { client: self, region, index, mask, epoch, out, owns: true, receive: false };
                 }
                 // Only lock holders write the client outbox, so the leader (who acquired the lock) knows its latest
                 // value, from the memo or from the region; the other lanes take the leader's.
@@ -214,13 +240,12 @@ impl<G: Gpu> Client<G> {
                         region.opcode(index).store(opcode as u64, Ordering::Relaxed);
                         region.mask(index).store(mask, Ordering::Relaxed);
                     }
-                    return Port { client: self, region, index, mask, out, owns: true, receive: false };
+                    return Port { client: self, region, index, mask, epoch, out, owns: true, receive: false };
                 }
                 // The server still owns this port (it has not finished the previous message): try another.
                 G::sync_lanes(mask);
                 if leader {
-                    self.locks.memo(index).store(PortMemo { out, owned: false }.encode(epoch), Ordering::Relaxed);
-                    self.locks.unlock::<G>(index);
+                    self.locks.unlock::<G>(index, epoch, PortMemo { out, owned: false });
                 }
             }
             index = if index + 1 == port_count { 0 } else { index + 1 };
@@ -304,8 +329,9 @@ impl<G: Gpu> Client<G> {
     }
 }
 
-/// Where a group starts looking for a free port: spread by block and warp, so groups rarely contend.
-fn start_port(ids: crate::ThreadIds, lane_size: u32) -> u32 {
+/// Where a group starts looking for a free port, below `port_count`: spread by block and warp, so groups rarely
+/// contend.
+fn start_port(ids: crate::ThreadIds, lane_size: u32, port_count: u32) -> u32 {
     let [tx, ty, tz] = ids.thread;
     let [bx, by, bz] = ids.block;
     let warp = tx / lane_size.max(1);
@@ -313,7 +339,10 @@ fn start_port(ids: crate::ThreadIds, lane_size: u32) -> u32 {
     let mut h = bx.wrapping_mul(0x9e37_79b1) ^ by.wrapping_mul(0x85eb_ca77) ^ bz.wrapping_mul(0xc2b2_ae3d);
     h = h.wrapping_mul(0x27d4_eb2f)
         ^ warp.wrapping_add(ty.wrapping_mul(0x1656_67b1)).wrapping_add(tz.wrapping_mul(0xd3a2_646c));
-    h ^ (h >> 15)
+    // Fibonacci hashing: multiplying by 2^32/φ spreads consecutive warps evenly over the high bits, and those pick
+    // the port (`h * port_count / 2^32` rather than `h % port_count`: the GPU has no division instruction).
+    h = h.wrapping_mul(0x9e37_79b9);
+    ((u64::from(h) * u64::from(port_count)) >> 32) as u32
 }
 
 /// A port held by one lane group. Every lane of the group makes the same calls in the same order; each lane reads
@@ -323,6 +352,8 @@ pub struct Port<'a, G: Gpu> {
     region: Region,
     index: u32,
     mask: u64,
+    /// The client's epoch, for the memo the port leaves when it closes.
+    epoch: u32,
     /// This side's outbox value, the same in every lane.
     out: u64,
     /// Whether this side owns the buffers now without looking.
@@ -470,9 +501,41 @@ impl<G: Gpu> Drop for Port<'_, G> {
         G::sync_lanes(self.mask);
         if G::lane_id() == self.mask.trailing_zeros() {
             let memo = PortMemo { out: self.out, owned: self.owns };
-            let epoch = self.client.epoch.load(Ordering::Relaxed);
-            self.client.locks.memo(self.index).store(memo.encode(epoch), Ordering::Relaxed);
-            self.client.locks.unlock::<G>(self.index);
+            self.client.locks.unlock::<G>(self.index, self.epoch, memo);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ThreadIds;
+
+    fn port_of(block: u32, warp: u32, port_count: u32) -> u32 {
+        start_port(ThreadIds { thread: [warp * 32, 0, 0], block: [block, 0, 0] }, 32, port_count)
+    }
+
+    /// The warps of a block start at different ports, and a full grid spreads over nearly all of them.
+    #[test]
+    fn start_ports_are_spread() {
+        let mut block = [false; 1024];
+        for warp in 0..32 {
+            block[port_of(0, warp, 1024) as usize] = true;
+        }
+        assert_eq!(block.iter().filter(|&&used| used).count(), 32, "one block's warps never share a start port");
+
+        let mut grid = [0u32; 1024];
+        for b in 0..977 {
+            for warp in 0..32 {
+                grid[port_of(b, warp, 1024) as usize] += 1;
+            }
+        }
+        // 31 264 warps over 1024 ports: about 30.5 each.
+        let busiest = *grid.iter().max().unwrap();
+        assert!(grid.iter().all(|&n| n > 0) && busiest < 60, "uneven spread: up to {busiest} warps on one port");
+
+        for count in [1, 3, 1000, MAX_PORTS] {
+            assert!((0..977).all(|b| (0..32).all(|w| port_of(b, w, count) < count)));
         }
     }
 }

@@ -34,11 +34,11 @@ pub use server::{Server, ServerPort, StreamPiece};
 compile_error!("the loom models need `std`: build them with `--features host`");
 
 /// The atomic types of the region and the client locks: loom's when modelling, core's otherwise.
-pub(crate) mod sync {
+pub mod sync {
     #[cfg(not(loom))]
-    pub(crate) use core::sync::atomic::{AtomicU32, AtomicU64, fence};
+    pub use core::sync::atomic::{AtomicU32, AtomicU64};
     #[cfg(loom)]
-    pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, fence};
+    pub use loom::sync::atomic::{AtomicU32, AtomicU64};
 
     /// A pause in a loop that waits for the other side (`spins` is how often it has waited so far). It spins; on a
     /// host with `std`, a wait that lasts (a client thread that needs this core to make progress, as in host tests)

@@ -124,6 +124,34 @@ mod plain {
         assert_eq!(server.next_pending(0), None);
     }
 
+    /// A run that ends while a group holds a port (another thread called `exit`) leaves the port's lock taken; the
+    /// next run's `reset` frees it without clearing anything, and the stale memo is not trusted.
+    #[test]
+    fn reset_frees_ports_an_earlier_run_left_locked() {
+        let (region, client) = setup(1);
+        let mut port = client.open(opcode::TEST_INCREMENT);
+        port.send(|packet| packet.set(0, 1));
+        // The run ends here: the port stays locked, the server never answers.
+        core::mem::forget(port);
+
+        let region_again = HostRegion::new(region.layout());
+        // SAFETY: a fresh zeroed region of the same layout; no other thread uses the client.
+        unsafe { client.reset(region_again.as_ptr(), 1) };
+        let mut server = server(&region_again);
+        let mut port = client.open(opcode::TEST_INCREMENT);
+        port.send(|packet| packet.set(0, 41));
+        {
+            let mut sport = server.open(0).expect("the new run's message is waiting");
+            let mut value = 0;
+            sport.recv(|_, packet| value = packet.get(0));
+            sport.send(|_, packet| packet.set(0, value + 1));
+        }
+        let mut reply = 0;
+        port.recv(|packet| reply = packet.get(0));
+        port.close();
+        assert_eq!(reply, 42);
+    }
+
     /// A send-only message leaves the port with the server until it is served: other opens skip it.
     #[test]
     fn busy_port_is_skipped() {
