@@ -130,7 +130,7 @@ fn benchmarks(cli: &Cli) -> Result<()> {
         rows.extend(grid_scaling(&images, repeat.min(10))?);
     }
     if wanted("rpc-round-trip") {
-        rows.push(rpc_round_trip(&images, repeat.min(10))?);
+        rows.extend(rpc_round_trip(&images, repeat.min(10))?);
     }
     if wanted("print-throughput") {
         rows.extend(print_throughput(&images, &loader, repeat.min(3))?);
@@ -445,22 +445,29 @@ $done:
 }
 "#;
 
-/// Benchmark 4: One thread's RPC round trip, against a raw mapped-memory ping-pong in the same context.
-fn rpc_round_trip(images: &Path, repeat: usize) -> Result<Row> {
+/// Benchmark 4: One thread's RPC round trip, against a raw mapped-memory ping-pong in the same context: an RPC that
+/// carries nothing (the protocol's own cost: port lock, hand-off both ways) and one that carries a number each way
+/// (one more read of host memory by the device for the reply).
+fn rpc_round_trip(images: &Path, repeat: usize) -> Result<Vec<Row>> {
     const ROUNDS: u32 = 20_000;
     let single = LaunchParams::SINGLE;
+    let rounds = ROUNDS.to_string();
     let mut none = session(images, "rpc-latency", &["0"])?;
-    let mut many = session(images, "rpc-latency", &[&ROUNDS.to_string()])?;
+    let mut empty = session(images, "rpc-latency", &[&rounds, "empty"])?;
+    let mut increment = session(images, "rpc-latency", &[&rounds])?;
     run_ok(&mut none, &single)?;
-    run_ok(&mut many, &single)?;
-    let mut ours = Vec::new();
+    run_ok(&mut empty, &single)?;
+    run_ok(&mut increment, &single)?;
+    let (mut empties, mut increments) = (Vec::new(), Vec::new());
     for _ in 0..repeat {
         let base = run_ok(&mut none, &single)?;
-        let with = run_ok(&mut many, &single)?;
-        ours.push(with.saturating_sub(base).as_secs_f64() / f64::from(ROUNDS));
+        let with_empty = run_ok(&mut empty, &single)?;
+        let with_increment = run_ok(&mut increment, &single)?;
+        empties.push(with_empty.saturating_sub(base).as_secs_f64() / f64::from(ROUNDS));
+        increments.push(with_increment.saturating_sub(base).as_secs_f64() / f64::from(ROUNDS));
     }
 
-    let flags = many.backend().alloc_host_mapped(128)?;
+    let flags = increment.backend().alloc_host_mapped(128)?;
     let ptx = CString::new(PING_PONG_PTX)?;
     let mut module = std::ptr::null_mut();
     // SAFETY: a NUL-terminated PTX string.
@@ -505,14 +512,26 @@ fn rpc_round_trip(images: &Path, repeat: usize) -> Result<Row> {
             raw.push(started.elapsed().as_secs_f64() / f64::from(ROUNDS));
         }
     }
-    Ok(row(
-        "rpc-round-trip",
-        "one thread, an RPC that carries nothing (test increment)",
-        "µs",
-        Stats::of(ours),
-        Some((Stats::of(raw), "raw ping-pong of one word through mapped pinned memory")),
-        "≤ 1.3×",
-    ))
+    let raw = Stats::of(raw);
+    let baseline = "raw ping-pong of one word through mapped pinned memory";
+    Ok(vec![
+        row(
+            "rpc-round-trip",
+            "one thread, an RPC that carries nothing (test noop)",
+            "µs",
+            Stats::of(empties),
+            Some((raw.clone(), baseline)),
+            "≤ 1.3×",
+        ),
+        row(
+            "rpc-round-trip-data",
+            "one thread, an RPC that carries a number each way (test increment)",
+            "µs",
+            Stats::of(increments),
+            Some((raw, baseline)),
+            "≤ 1.7×",
+        ),
+    ])
 }
 
 /// Benchmark 5: A million lines from a full grid through `println!`, against CUDA's `vprintf` with the driver's FIFO and an

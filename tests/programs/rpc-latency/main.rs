@@ -1,5 +1,6 @@
-//! One thread makes `argv[1]` RPC round trips (default 1000) that carry nothing: the channel's latency, as the
-//! benchmarks measure it; every other thread returns at once.
+//! One thread makes `argv[1]` RPC round trips (default 1000): the channel's latency, as the benchmarks measure it;
+//! every other thread returns at once. Each carries a number each way (test increment, checked), or nothing (test
+//! noop) when `argv[2]` is `empty`.
 #![no_std]
 
 use core::ffi::{CStr, c_char, c_int};
@@ -26,6 +27,14 @@ pub extern "C" fn main(argc: c_int, argv: *mut *mut c_char, _envp: *mut *mut c_c
     } else {
         1000
     };
+    // SAFETY: as above; a second argument is optional.
+    let empty = argc > 2 && unsafe { CStr::from_ptr(*argv.add(2)) }.to_bytes() == b"empty";
+    if empty {
+        for _ in 0..rounds {
+            rt::RUNTIME.client().test_noop();
+        }
+        return 0;
+    }
     let mut value = 0;
     for _ in 0..rounds {
         value = rt::RUNTIME.client().test_increment(value);
