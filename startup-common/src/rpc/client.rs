@@ -91,7 +91,7 @@ impl Locks {
 /// What the last holder of a port's lock knew when it let go, so that the next holder can skip reading pinned host
 /// memory (a PCIe round trip from the GPU) when opening it: the client's own outbox bit (the client is its only
 /// writer), and whether the client owned the buffers (its last operation was a receive, so the server cannot have
-/// touched the port since). It travels in the port's lock word, whose fences order it.
+/// touched the port since). It travels in the port's lock word, whose release and acquire order it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct PortMemo {
     out: u64,
@@ -219,8 +219,8 @@ impl<G: Gpu> Client<G> {
                 let memo = PortMemo::decode(left, epoch);
                 if let Some(PortMemo { out, owned: true }) = memo {
                     // The last holder received last: the buffers are the client's, with no host memory read. The
-                    // lock's fences (then `sync_lanes`) order the last holder's acquire of the server's hand-off
-                    // before this group's accesses.
+                    // lock's release and acquire (then `sync_lanes`) order the last holder's acquire of the server's
+                    // hand-off before this group's accesses.
                     if leader {
                         region.opcode(index).store(opcode as u64, Ordering::Relaxed);
                         region.mask(index).store(mask, Ordering::Relaxed);
