@@ -152,6 +152,37 @@ mod plain {
         assert_eq!(reply, 42);
     }
 
+    /// The server keeps its outboxes' values itself: a server made on a region an earlier server left at 1 must start
+    /// from there, or it would take the idle port for a pending one.
+    #[test]
+    fn a_new_server_starts_from_the_outboxes_it_finds() {
+        let (region, client) = setup(2);
+        let mut first = server(&region);
+        // One message leaves both outboxes of its port at 1.
+        let mut port = client.open(opcode::TEST_INCREMENT);
+        let index = port.index();
+        port.send(|packet| packet.set(0, 1));
+        let mut sport = first.open(index).expect("pending");
+        sport.recv(|_, _| {});
+        sport.send(|_, packet| packet.set(0, 2));
+        drop(sport);
+        port.recv(|_| {});
+        port.close();
+        let mut second = server(&region);
+        assert_eq!(second.pending_in_group(0), 0);
+        assert_eq!(second.next_pending(0), None);
+        let mut port = client.open(opcode::TEST_INCREMENT);
+        port.send(|packet| packet.set(0, 7));
+        assert_eq!(second.pending_in_group(0), 1 << port.index());
+        let mut sport = second.open(port.index()).expect("pending");
+        sport.recv(|_, _| {});
+        sport.send(|_, packet| packet.set(0, 8));
+        drop(sport);
+        let mut reply = 0;
+        port.recv(|packet| reply = packet.get(0));
+        assert_eq!(reply, 8);
+    }
+
     /// A send-only message leaves the port with the server until it is served: other opens skip it.
     #[test]
     fn busy_port_is_skipped() {
