@@ -9,6 +9,13 @@ use startup_common::{CallbackArrays, FiniCallback, Gpu, InitCallback, ThreadIds}
 /// An NVIDIA GPU thread.
 pub struct Nvptx;
 
+/// Whether `mask` holds one lane (a thread that calls into the runtime alone). Its lane operations are then trivial,
+/// and skipping them skips what ptxas puts before every `.sync` instruction whose mask it cannot know: a check that
+/// the lanes of the mask are converged (`MATCH.ANY`, `REDUX.OR`, `VOTEU.ANY`, a branch), several per RPC message.
+fn alone(mask: u64) -> bool {
+    mask.is_power_of_two()
+}
+
 // SAFETY: every lane operation is the `.sync` form of its PTX instruction, which takes the participating lanes'
 // mask explicitly and waits for them under independent thread scheduling (sm_70 and later, which we require).
 unsafe impl Gpu for Nvptx {
@@ -30,6 +37,9 @@ unsafe impl Gpu for Nvptx {
     }
 
     fn broadcast_first(mask: u64, value: u32) -> u32 {
+        if alone(mask) {
+            return value;
+        }
         let first = mask.trailing_zeros();
         let result: u32;
         // SAFETY: every lane of `mask` executes this shuffle together (the trait's contract) and reads a lane of
@@ -42,6 +52,9 @@ unsafe impl Gpu for Nvptx {
     }
 
     fn ballot(mask: u64, predicate: bool) -> u64 {
+        if alone(mask) {
+            return if predicate { mask } else { 0 };
+        }
         let result: u32;
         // SAFETY: every lane of `mask` votes together (the trait's contract).
         unsafe {
@@ -52,6 +65,14 @@ unsafe impl Gpu for Nvptx {
     }
 
     fn sync_lanes(mask: u64) {
+        if alone(mask) {
+            // One lane is in step with itself, and program order orders its accesses; the compiler must still not
+            // move them across this point: an empty asm that may touch memory. (`compiler_fence` would be a
+            // single-thread fence, which this LLVM's NVPTX backend rejects.)
+            // SAFETY: an empty instruction sequence.
+            unsafe { asm!("", options(nostack)) };
+            return;
+        }
         // SAFETY: a warp barrier over the lanes of `mask`, which all reach it (the trait's contract); it also
         // orders their memory accesses.
         unsafe { asm!("bar.warp.sync {};", in(reg32) mask as u32, options(nostack)) };
