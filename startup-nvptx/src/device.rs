@@ -17,7 +17,8 @@ fn alone(mask: u64) -> bool {
 }
 
 // SAFETY: every lane operation is the `.sync` form of its PTX instruction, which takes the participating lanes'
-// mask explicitly and waits for them under independent thread scheduling (sm_70 and later, which we require).
+// mask explicitly and waits for them under independent thread scheduling (sm_70 and later, which we require); for a
+// mask of one lane each returns what that lane alone would (its own value, its own vote) without the instruction.
 unsafe impl Gpu for Nvptx {
     const LANE_SIZE: u32 = 32;
 
