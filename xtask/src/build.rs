@@ -203,6 +203,11 @@ fn build_target(
     eprintln!("xtask: built the {target} programs for {arch} in {:.1?}", started.elapsed());
 
     let out_dir = image_dir(target, arch);
+    if options.programs.is_empty() && out_dir.exists() {
+        // A full build replaces the folder: an image of a program since removed would otherwise stay, and the
+        // suite, the bundle and the static check would go on taking it for one of ours.
+        std::fs::remove_dir_all(&out_dir).with_context(|| format!("cannot clear {}", out_dir.display()))?;
+    }
     std::fs::create_dir_all(&out_dir)?;
     let profile_dir = cargo_target_dir.join(triple).join(if release { "release" } else { "debug" });
     let ptxas = toolchain::find_program("ptxas");
