@@ -111,8 +111,9 @@ fn benchmarks(cli: &Cli) -> Result<()> {
     gpu_loader::cuda::init_driver().map_err(|e| anyhow::anyhow!("{e}"))?;
     let device = describe_device()?;
     println!("gpu-bench: {device}");
+    // A benchmark runs when `--only` is part of its name or of a row it makes (`name` lists them, space-separated).
     let wanted = |name: &str| {
-        let wanted = cli.only.as_deref().is_none_or(|only| name.contains(only));
+        let wanted = cli.only.as_deref().is_none_or(|only| name.split(' ').any(|row| row.contains(only)));
         if wanted {
             eprintln!("gpu-bench: {name}...");
         }
@@ -129,7 +130,7 @@ fn benchmarks(cli: &Cli) -> Result<()> {
     if wanted("grid-scaling") {
         rows.extend(grid_scaling(&images, repeat.min(10))?);
     }
-    if wanted("rpc-round-trip") {
+    if wanted("rpc-round-trip rpc-round-trip-data") {
         rows.extend(rpc_round_trip(&images, repeat.min(10))?);
     }
     if wanted("print-throughput") {
