@@ -19,6 +19,14 @@ mod plain {
         (region, client)
     }
 
+    /// Serves the increment waiting on port `index`: the server's half of `Client::test_increment`.
+    fn answer_increment(server: &mut Server, index: u32) {
+        let mut sport = server.open(index).expect("a message is waiting");
+        let mut value = 0;
+        sport.recv(|_, packet| value = packet.get(0));
+        sport.send(|_, packet| packet.set(0, value + 1));
+    }
+
     fn server(region: &HostRegion) -> Server {
         let layout = region.layout();
         // SAFETY: the region outlives the server in every test, and each test has one server.
@@ -140,12 +148,7 @@ mod plain {
         let mut server = server(&region_again);
         let mut port = client.open(opcode::TEST_INCREMENT);
         port.send(|packet| packet.set(0, 41));
-        {
-            let mut sport = server.open(0).expect("the new run's message is waiting");
-            let mut value = 0;
-            sport.recv(|_, packet| value = packet.get(0));
-            sport.send(|_, packet| packet.set(0, value + 1));
-        }
+        answer_increment(&mut server, 0);
         let mut reply = 0;
         port.recv(|packet| reply = packet.get(0));
         port.close();
@@ -162,10 +165,7 @@ mod plain {
         let mut port = client.open(opcode::TEST_INCREMENT);
         let index = port.index();
         port.send(|packet| packet.set(0, 1));
-        let mut sport = first.open(index).expect("pending");
-        sport.recv(|_, _| {});
-        sport.send(|_, packet| packet.set(0, 2));
-        drop(sport);
+        answer_increment(&mut first, index);
         port.recv(|_| {});
         port.close();
         let mut second = server(&region);
@@ -174,10 +174,7 @@ mod plain {
         let mut port = client.open(opcode::TEST_INCREMENT);
         port.send(|packet| packet.set(0, 7));
         assert_eq!(second.pending_in_group(0), 1 << port.index());
-        let mut sport = second.open(port.index()).expect("pending");
-        sport.recv(|_, _| {});
-        sport.send(|_, packet| packet.set(0, 8));
-        drop(sport);
+        answer_increment(&mut second, port.index());
         let mut reply = 0;
         port.recv(|packet| reply = packet.get(0));
         assert_eq!(reply, 8);
