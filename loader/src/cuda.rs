@@ -412,12 +412,21 @@ impl Backend for CudaBackend {
         }
         let [tx, ty, tz] = params.threads;
         let [bx, by, bz] = params.blocks;
+        // The startup keeps a lock word per warp in launch-sized shared memory.
+        let shared_bytes = startup_common::abi::block_memory_bytes(params, self.lane_size());
         // The driver copies the argument bytes at launch, so a pointer to the caller's bytes suffices.
         let mut kernel_params = [args.as_ptr().cast_mut().cast::<c_void>()];
         // SAFETY: the function belongs to the loaded module and takes exactly one parameter of `args.len()` bytes
         // (checked against the image before loading).
         unsafe {
-            result::launch_kernel(self.kernels[index], (bx, by, bz), (tx, ty, tz), 0, self.stream, &mut kernel_params)
+            result::launch_kernel(
+                self.kernels[index],
+                (bx, by, bz),
+                (tx, ty, tz),
+                shared_bytes,
+                self.stream,
+                &mut kernel_params,
+            )
         }
         .map_err(|error| LoaderError::Driver {
             api: "cuLaunchKernel",

@@ -1,6 +1,9 @@
 use core::ffi::{c_char, c_int, c_void};
 
-use startup_common::abi::{BeginArgs, Control, EndArgs, StartArgs};
+use core::ptr::NonNull;
+
+use startup_common::abi::{BeginArgs, Control, EndArgs, LaunchParams, StartArgs};
+use startup_common::rpc::BlockMemory;
 use startup_common::{CallbackArrays, FiniCallback, Gpu, InitCallback, ThreadIds};
 
 #[allow(improper_ctypes)]
@@ -15,6 +18,8 @@ unsafe extern "C" {
     fn readfirstlane(value: u32) -> u32;
     #[link_name = "llvm.amdgcn.wave.barrier"]
     fn wave_barrier();
+    #[link_name = "llvm.amdgcn.s.barrier"]
+    fn s_barrier();
     #[link_name = "llvm.amdgcn.s.sleep"]
     fn s_sleep(units: u32);
     #[link_name = "llvm.amdgcn.workitem.id.x"]
@@ -84,6 +89,35 @@ unsafe impl Gpu for Amdgpu {
                 block: [workgroup_id_x(), workgroup_id_y(), workgroup_id_z()],
             }
         }
+    }
+
+    fn launch_shape() -> LaunchParams {
+        // The dispatch packet holds the work-group size and the grid size in work-items; a last partial work-group
+        // counts as a block.
+        // SAFETY: the packet lives as long as the dispatch; its layout is the HSA kernel dispatch packet's, whose
+        // 16-bit work-group sizes start at byte 4 and 32-bit grid sizes at byte 12.
+        unsafe {
+            let packet = core::intrinsics::gpu::amdgpu_dispatch_ptr().cast::<u8>();
+            let group = |i: usize| u32::from(packet.add(4 + 2 * i).cast::<u16>().read());
+            let grid = |i: usize| packet.add(12 + 4 * i).cast::<u32>().read();
+            let threads = [group(0), group(1), group(2)];
+            LaunchParams { threads, blocks: [0, 1, 2].map(|i| grid(i).div_ceil(threads[i].max(1))) }
+        }
+    }
+
+    fn block_memory() -> Option<NonNull<BlockMemory>> {
+        // The dynamic part of the work-group's LDS: the loader adds `abi::block_memory_bytes` to every dispatch's
+        // group segment.
+        NonNull::new(core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<BlockMemory>())
+    }
+
+    fn sync_block() {
+        // System-scope fences around the barrier (Rust has no work-group scope): more than the LDS needs, once per
+        // kernel.
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
+        // SAFETY: every work-item of the work-group reaches this barrier (the trait's contract).
+        unsafe { s_barrier() };
+        core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
     }
 
     fn end_thread() -> ! {

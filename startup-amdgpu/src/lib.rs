@@ -6,7 +6,10 @@
 //! target the crate is empty, so the workspace builds and tests on the host.
 #![no_std]
 #![cfg_attr(target_arch = "amdgpu", allow(internal_features))]
-#![cfg_attr(target_arch = "amdgpu", feature(abi_gpu_kernel, link_llvm_intrinsics))]
+#![cfg_attr(
+    target_arch = "amdgpu",
+    feature(abi_gpu_kernel, link_llvm_intrinsics, core_intrinsics, gpu_intrinsics, gpu_launch_sized_workgroup_mem)
+)]
 
 #[cfg(target_arch = "amdgpu")]
 mod device;

@@ -125,6 +125,33 @@ impl LaunchParams {
     pub fn total_threads(&self) -> u64 {
         self.threads.iter().chain(&self.blocks).map(|&n| u64::from(n)).product()
     }
+
+    /// Threads in one block (at most 1024 on both targets).
+    pub fn threads_per_block(&self) -> u32 {
+        self.threads.iter().fold(1u32, |n, &d| n.saturating_mul(d))
+    }
+
+    /// Warps or wavefronts of `lane_size` lanes in one block: its threads in order of their linear index (x fastest),
+    /// `lane_size` to a group, the last one possibly partial.
+    pub fn lane_groups_per_block(&self, lane_size: u32) -> u32 {
+        self.threads_per_block().div_ceil(lane_size)
+    }
+
+    /// Blocks in the grid.
+    pub fn blocks_in_grid(&self) -> u64 {
+        self.blocks.iter().map(|&n| u64::from(n)).product()
+    }
+}
+
+/// Bytes of block memory per lane group ([`block_memory_bytes`]).
+pub const BLOCK_MEMORY_PER_GROUP: u32 = 16;
+
+/// Bytes of launch-sized block memory ("dynamic shared memory", 8-byte aligned) the loader requests with every launch
+/// of the three kernels, for `params` on a target with `lane_size` lanes per warp or wavefront: 16 bytes per lane
+/// group of a block, where the RPC client keeps the lock of each group's port when every group of the grid has a port
+/// of its own (`docs/rpc.md`). The startup reaches it through [`Gpu::block_memory`](crate::Gpu::block_memory).
+pub fn block_memory_bytes(params: &LaunchParams, lane_size: u32) -> u32 {
+    params.lane_groups_per_block(lane_size) * BLOCK_MEMORY_PER_GROUP
 }
 
 #[cfg(test)]
@@ -156,5 +183,16 @@ mod tests {
         let params = LaunchParams { threads: [4, 4, 4], blocks: [2, 2, 2] };
         assert_eq!(params.total_threads(), 512);
         assert_eq!(LaunchParams::SINGLE.total_threads(), 1);
+        assert_eq!((params.threads_per_block(), params.blocks_in_grid()), (64, 8));
+    }
+
+    #[test]
+    fn block_memory_holds_a_word_per_lane_group() {
+        let block = |x, y| LaunchParams { threads: [x, y, 1], blocks: [3, 1, 1] };
+        assert_eq!(block_memory_bytes(&block(1, 1), 32), 16);
+        assert_eq!(block_memory_bytes(&block(32, 1), 32), 16);
+        assert_eq!(block_memory_bytes(&block(33, 1), 32), 32);
+        assert_eq!(block_memory_bytes(&block(16, 64), 32), 512);
+        assert_eq!(block_memory_bytes(&block(1024, 1), 64), 256);
     }
 }

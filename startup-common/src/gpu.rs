@@ -63,6 +63,34 @@ pub unsafe trait Gpu: 'static {
     /// Where the calling thread sits in the grid.
     fn thread_ids() -> ThreadIds;
 
+    /// The shape of the running kernel's launch: threads per block and blocks, in three dimensions each.
+    fn launch_shape() -> crate::abi::LaunchParams;
+
+    /// The memory the threads of the calling block share during this kernel, [`crate::abi::block_memory_bytes`] of
+    /// it (the loader provides it with every launch), or `None` where the target has no such memory (host threads).
+    /// The RPC client keeps per-group port locks there; its content is undefined when a kernel starts, until every
+    /// thread of the block has called
+    /// [`Client::prepare_block`](crate::rpc::Client::prepare_block).
+    fn block_memory() -> Option<core::ptr::NonNull<crate::rpc::BlockMemory>>;
+
+    /// Waits until every thread of the calling block has arrived, and orders their accesses to the block's words
+    /// around that point. Every thread of the block must call it, from the same place.
+    fn sync_block();
+
+    /// Like [`Gpu::lock_fetch_or`], for a lock among the threads of one block: `word` is one of
+    /// a word of [`Gpu::block_memory`], and the acquire need only order among the block's threads.
+    #[inline(always)]
+    fn block_lock_fetch_or(word: &crate::rpc::sync::AtomicU32, bits: u32) -> u32 {
+        word.fetch_or(bits, core::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Like [`Gpu::unlock_swap`], for a lock among the threads of one block: `word` is one of
+    /// a word of [`Gpu::block_memory`], and the release need only order among the block's threads.
+    #[inline(always)]
+    fn block_unlock_swap(word: &crate::rpc::sync::AtomicU32, value: u32) {
+        word.swap(value, core::sync::atomic::Ordering::Release);
+    }
+
     /// Ends the calling thread; the rest of the grid runs on.
     fn end_thread() -> !;
 
@@ -120,6 +148,20 @@ unsafe impl Gpu for HostThread {
         #[cfg(loom)]
         ThreadIds::default()
     }
+
+    /// Each host thread is a block of its own (see [`HostThread::block_memory`]), in a grid too large for the
+    /// client to give groups ports of their own: host tests with this type exercise the shared, locked ports.
+    fn launch_shape() -> crate::abi::LaunchParams {
+        crate::abi::LaunchParams { threads: [1, 1, 1], blocks: [u32::MAX, u32::MAX, u32::MAX] }
+    }
+
+    /// None: host threads share no block memory, so the client locks every port in its own memory.
+    fn block_memory() -> Option<core::ptr::NonNull<crate::rpc::BlockMemory>> {
+        None
+    }
+
+    /// A block of one thread has no one to wait for.
+    fn sync_block() {}
 
     fn end_thread() -> ! {
         // A host thread that "ends" inside a test must not unwind through the caller's stack frames, which still

@@ -67,6 +67,8 @@ impl<G: Gpu> Runtime<G> {
         // SAFETY: the loader hands a region laid out by `rpc::Layout` for this many ports, and nothing else uses the
         // client yet: `_begin` is the program's first kernel and runs on one thread.
         unsafe { self.client.reset(args.rpc_region, args.rpc_port_count) };
+        // SAFETY: the start of the kernel, after the reset, on every thread of the block (the only one).
+        unsafe { self.client.prepare_block() };
         self.control.store(args.control, Ordering::Relaxed);
         // The loader may run a loaded program's kernels again (the benchmarks do): each `_begin` starts a new run.
         self.exiting.store(false, Ordering::Relaxed);
@@ -91,6 +93,8 @@ impl<G: Gpu> Runtime<G> {
     /// # Safety
     /// `args` must come from the loader; `_begin` must have completed.
     pub unsafe fn start(&self, args: &StartArgs, main: MainFn) {
+        // SAFETY: the start of the kernel, on every thread of every block: all of them take this path.
+        unsafe { self.client.prepare_block() };
         // A constructor called `exit` or panicked: the program is over, and `main` must not run. (The loader queued
         // this kernel before it could know.)
         if self.exiting.load(Ordering::Relaxed) {
@@ -109,6 +113,8 @@ impl<G: Gpu> Runtime<G> {
     /// # Safety
     /// `args` must come from the loader; `_start` must have completed.
     pub unsafe fn end(&self, args: &EndArgs) -> ! {
+        // SAFETY: the start of the kernel, on every thread of the block (the only one).
+        unsafe { self.client.prepare_block() };
         self.report_progress(progress::END_STARTED);
         // SAFETY: the loader's result word, which `_start` finished writing before this kernel began.
         let status = unsafe { args.result.read_volatile() };

@@ -5,19 +5,21 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{SIM_LANES, SimGroup, SimWarp, TestServer, become_lane, region, scaled};
+use common::{SIM_LANES, SimGroup, SimLaunch, SimWarp, TestServer, become_lane, region, scaled};
 use startup_common::io::{self, Stream};
-use startup_common::rpc::Client;
+use startup_common::rpc::{Client, opcode};
 
-/// Runs `body(warp, lane)` on every lane of `warps` warps, each warp split into the groups `masks`.
+/// Runs `body(warp, lane)` on every lane of `warps` warps, each warp split into the groups `masks`, in one block that
+/// has block memory when `block_memory` (so warps get ports of their own where the region has enough).
 fn run_warps(
     server: &mut TestServer,
     client: &Client<SimWarp>,
-    warps: u32,
+    (warps, block_memory): (u32, bool),
     masks: &[u64],
     body: impl Fn(&Client<SimWarp>, u32, u32) + Sync,
 ) {
     assert_eq!(masks.iter().fold(0, |all, m| all | m), (1 << SIM_LANES) - 1);
+    let launch = SimLaunch::new(warps, block_memory);
     std::thread::scope(|scope| {
         let mut workers = Vec::new();
         for warp in 0..warps {
@@ -25,9 +27,12 @@ fn run_warps(
                 let group = SimGroup::new(mask);
                 for lane in (0..SIM_LANES).filter(|lane| mask & (1 << lane) != 0) {
                     let group = Arc::clone(&group);
+                    let launch = Arc::clone(&launch);
                     let body = &body;
                     workers.push(scope.spawn(move || {
-                        become_lane(group, lane, warp);
+                        become_lane(group, lane, warp, launch);
+                        // SAFETY: every lane of the block calls it first, as each kernel of the startup does.
+                        unsafe { client.prepare_block() };
                         body(client, warp, lane)
                     }));
                 }
@@ -44,58 +49,68 @@ fn client(region: &startup_common::rpc::HostRegion) -> Client<SimWarp> {
     client
 }
 
+/// Each test runs on a block with block memory (each warp uses a port of its own, the region having enough) and on one
+/// without (groups take shared ports).
+const BLOCK_MEMORY: [bool; 2] = [true, false];
+
 #[test]
 fn a_warp_increments_together_with_one_message() {
     let rounds = scaled(200, 2) as u64;
     let warps = scaled(4, 1) as u32;
-    let region = region(4, SIM_LANES);
-    let client = client(&region);
-    let mut server = TestServer::new(&region);
-    run_warps(&mut server, &client, warps, &[0b1111], |client, warp, lane| {
-        for r in 0..rounds {
-            let value = u64::from(warp) << 40 | u64::from(lane) << 32 | r;
-            assert_eq!(client.test_increment(value), value + 1);
-        }
-    });
-    assert_eq!(server.seen.increments, warps as usize * SIM_LANES as usize * rounds as usize);
-    // One message per warp per round, sent for all four lanes.
-    assert_eq!(server.seen.masks.len(), warps as usize * rounds as usize);
-    assert!(server.seen.masks.iter().all(|&mask| mask == 0b1111));
+    for block_memory in BLOCK_MEMORY {
+        let region = region(4, SIM_LANES);
+        let client = client(&region);
+        let mut server = TestServer::new(&region);
+        run_warps(&mut server, &client, (warps, block_memory), &[0b1111], |client, warp, lane| {
+            for r in 0..rounds {
+                let value = u64::from(warp) << 40 | u64::from(lane) << 32 | r;
+                assert_eq!(client.test_increment(value), value + 1);
+            }
+        });
+        assert_eq!(server.seen.increments, warps as usize * SIM_LANES as usize * rounds as usize);
+        // One message per warp per round, sent for all four lanes.
+        assert_eq!(server.seen.masks.len(), warps as usize * rounds as usize);
+        assert!(server.seen.masks.iter().all(|&mask| mask == 0b1111));
+    }
 }
 
 #[test]
 fn lanes_stream_different_lengths_in_one_message() {
     let rounds = scaled(100, 2);
-    let region = region(4, SIM_LANES);
-    let client = client(&region);
-    let mut server = TestServer::new(&region);
-    run_warps(&mut server, &client, scaled(3, 1) as u32, &[0b1111], |client, warp, lane| {
-        for r in 0..rounds {
-            // Lane 0 often sends nothing while another sends several packets.
-            let len = ((lane as usize * 97 + r * 31 + warp as usize * 7) % 300) * (lane as usize % 2 + (r % 3));
-            let input: Vec<u8> = (0..len).map(|i| (i + lane as usize * 3 + r) as u8).collect();
-            let mut output = vec![0u8; len + 8];
-            assert_eq!(client.test_echo(&input, &mut output), len);
-            assert_eq!(&output[..len], &input[..]);
-        }
-    });
+    for block_memory in BLOCK_MEMORY {
+        let region = region(4, SIM_LANES);
+        let client = client(&region);
+        let mut server = TestServer::new(&region);
+        run_warps(&mut server, &client, (scaled(3, 1) as u32, block_memory), &[0b1111], |client, warp, lane| {
+            for r in 0..rounds {
+                // Lane 0 often sends nothing while another sends several packets.
+                let len = ((lane as usize * 97 + r * 31 + warp as usize * 7) % 300) * (lane as usize % 2 + (r % 3));
+                let input: Vec<u8> = (0..len).map(|i| (i + lane as usize * 3 + r) as u8).collect();
+                let mut output = vec![0u8; len + 8];
+                assert_eq!(client.test_echo(&input, &mut output), len);
+                assert_eq!(&output[..len], &input[..]);
+            }
+        });
+    }
 }
 
 /// Two groups of one warp (as after a divergent branch) start at the same port and compete for it.
 #[test]
 fn divergent_groups_of_one_warp_both_progress() {
     let rounds = scaled(200, 2) as u64;
-    let region = region(2, SIM_LANES);
-    let client = client(&region);
-    let mut server = TestServer::new(&region);
-    run_warps(&mut server, &client, 2, &[0b0101, 0b1010], |client, warp, lane| {
-        for r in 0..rounds {
-            let value = u64::from(warp) << 40 | u64::from(lane) << 32 | r;
-            assert_eq!(client.test_increment(value), value + 1);
-        }
-    });
-    assert_eq!(server.seen.increments, 2 * 4 * rounds as usize);
-    assert!(server.seen.masks.iter().all(|&mask| mask == 0b0101 || mask == 0b1010));
+    for block_memory in BLOCK_MEMORY {
+        let region = region(2, SIM_LANES);
+        let client = client(&region);
+        let mut server = TestServer::new(&region);
+        run_warps(&mut server, &client, (2, block_memory), &[0b0101, 0b1010], |client, warp, lane| {
+            for r in 0..rounds {
+                let value = u64::from(warp) << 40 | u64::from(lane) << 32 | r;
+                assert_eq!(client.test_increment(value), value + 1);
+            }
+        });
+        assert_eq!(server.seen.increments, 2 * 4 * rounds as usize);
+        assert!(server.seen.masks.iter().all(|&mask| mask == 0b0101 || mask == 0b1010));
+    }
 }
 
 /// Lanes print lines of different lengths at once, each past the print buffer: each line arrives whole. (The
@@ -104,21 +119,95 @@ fn divergent_groups_of_one_warp_both_progress() {
 #[test]
 fn lanes_print_their_own_lines() {
     let lines = scaled(20, 1);
-    let region = region(4, SIM_LANES);
+    for block_memory in BLOCK_MEMORY {
+        let region = region(4, SIM_LANES);
+        let client = client(&region);
+        let mut server = TestServer::new(&region);
+        let text =
+            |warp: u32, lane: u32, l: usize| "=".repeat(300 + (lane as usize * 53 + l * 17 + warp as usize) % 180);
+        run_warps(&mut server, &client, (2, block_memory), &[0b1111], |client, warp, lane| {
+            for l in 0..lines {
+                io::print(client, Stream::Stdout, format_args!("w{warp} l{lane} #{l} {}\n", text(warp, lane, l)));
+            }
+        });
+        let mut got: Vec<String> =
+            server.seen.messages[&1].iter().map(|m| String::from_utf8(m.clone()).unwrap()).collect();
+        got.sort();
+        let mut expected: Vec<String> = (0..2)
+            .flat_map(|w| (0..SIM_LANES).flat_map(move |n| (0..lines).map(move |l| (w, n, l))))
+            .map(|(w, n, l)| format!("w{w} l{n} #{l} {}\n", text(w, n, l)))
+            .collect();
+        expected.sort();
+        assert_eq!(got, expected);
+    }
+}
+
+/// With block memory and ports enough, warp `w` always uses port `w`; with fewer ports than warps, groups fall back to
+/// shared ports, and the block memory goes unused.
+#[test]
+fn warps_use_their_own_ports_when_the_region_has_enough() {
+    let rounds = scaled(50, 2) as u64;
+    for (ports, own) in [(3, true), (2, false)] {
+        let region = region(ports, SIM_LANES);
+        let client = client(&region);
+        let mut server = TestServer::new(&region);
+        let used = std::sync::Mutex::new(std::collections::BTreeSet::new());
+        run_warps(&mut server, &client, (3, true), &[0b0011, 0b1100], |client, warp, lane| {
+            for r in 0..rounds {
+                let mut port = client.open(opcode::TEST_INCREMENT);
+                if own {
+                    assert_eq!(port.index(), warp, "warp {warp} lane {lane} is on another warp's port");
+                }
+                used.lock().unwrap().insert(port.index());
+                port.send(|packet| packet.set(0, r));
+                let mut reply = 0;
+                port.recv(|packet| reply = packet.get(0));
+                port.close();
+                assert_eq!(reply, r + 1);
+            }
+        });
+        assert_eq!(server.seen.increments, 3 * 4 * rounds as usize);
+        assert!(used.into_inner().unwrap().iter().all(|&port| port < ports));
+    }
+}
+
+/// A group that opens a port while it holds its warp's own one (as a panic report inside a port operation does)
+/// takes a port no warp owns; where there is none it traps (on a GPU the loader reports a device fault) rather than
+/// wait for itself forever.
+#[test]
+fn a_group_that_opens_a_second_port_takes_one_no_warp_owns() {
+    let rounds = scaled(20, 1) as u64;
+    let region = region(2, SIM_LANES);
     let client = client(&region);
     let mut server = TestServer::new(&region);
-    let text = |warp: u32, lane: u32, l: usize| "=".repeat(300 + (lane as usize * 53 + l * 17 + warp as usize) % 180);
-    run_warps(&mut server, &client, 2, &[0b1111], |client, warp, lane| {
-        for l in 0..lines {
-            io::print(client, Stream::Stdout, format_args!("w{warp} l{lane} #{l} {}\n", text(warp, lane, l)));
+    run_warps(&mut server, &client, (1, true), &[0b0011, 0b1100], |client, _warp, lane| {
+        for r in 0..rounds {
+            let mut outer = client.open(opcode::TEST_INCREMENT);
+            assert_eq!(outer.index(), 0, "the warp's own port");
+            outer.send(|packet| packet.set(0, r));
+            assert_eq!(client.test_increment(u64::from(lane) << 32 | r), (u64::from(lane) << 32 | r) + 1);
+            let mut nested = client.open(opcode::TEST_INCREMENT);
+            assert_eq!(nested.index(), 1, "the port no warp owns");
+            nested.send(|packet| packet.set(0, r));
+            nested.recv(|packet| assert_eq!(packet.get(0), r + 1));
+            nested.close();
+            outer.recv(|packet| assert_eq!(packet.get(0), r + 1));
+            outer.close();
         }
     });
-    let mut got: Vec<String> = server.seen.messages[&1].iter().map(|m| String::from_utf8(m.clone()).unwrap()).collect();
-    got.sort();
-    let mut expected: Vec<String> = (0..2)
-        .flat_map(|w| (0..SIM_LANES).flat_map(move |n| (0..lines).map(move |l| (w, n, l))))
-        .map(|(w, n, l)| format!("w{w} l{n} #{l} {}\n", text(w, n, l)))
-        .collect();
-    expected.sort();
-    assert_eq!(got, expected);
+    assert_eq!(server.seen.increments, 3 * 4 * rounds as usize);
+
+    let region = self::region(1, SIM_LANES);
+    let client = self::client(&region);
+    let mut server = TestServer::new(&region);
+    let trapped = std::sync::atomic::AtomicU32::new(0);
+    run_warps(&mut server, &client, (1, true), &[0b0001, 0b0010, 0b0100, 0b1000], |client, _warp, _lane| {
+        let outer = client.open(opcode::TEST_INCREMENT);
+        let inner = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| client.open(opcode::TEST_INCREMENT)));
+        let message = inner.err().and_then(|panic| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+        assert_eq!(message.as_deref(), Some("a simulated lane trapped"));
+        trapped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        outer.close();
+    });
+    assert_eq!(trapped.into_inner(), SIM_LANES);
 }

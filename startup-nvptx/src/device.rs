@@ -2,7 +2,10 @@ use core::arch::asm;
 use core::arch::nvptx;
 use core::ffi::c_int;
 
-use startup_common::abi::{BeginArgs, EndArgs, StartArgs};
+use core::ptr::NonNull;
+
+use startup_common::abi::{BeginArgs, EndArgs, LaunchParams, StartArgs};
+use startup_common::rpc::BlockMemory;
 use startup_common::rpc::sync::AtomicU32;
 use startup_common::{CallbackArrays, FiniCallback, Gpu, InitCallback, ThreadIds};
 
@@ -111,6 +114,51 @@ unsafe impl Gpu for Nvptx {
                 thread: [nvptx::_thread_idx_x(), nvptx::_thread_idx_y(), nvptx::_thread_idx_z()].map(|i| i as u32),
                 block: [nvptx::_block_idx_x(), nvptx::_block_idx_y(), nvptx::_block_idx_z()].map(|i| i as u32),
             }
+        }
+    }
+
+    fn launch_shape() -> LaunchParams {
+        // SAFETY: reading the special registers that hold the launch's dimensions has no preconditions.
+        unsafe {
+            LaunchParams {
+                threads: [nvptx::_block_dim_x(), nvptx::_block_dim_y(), nvptx::_block_dim_z()].map(|n| n as u32),
+                blocks: [nvptx::_grid_dim_x(), nvptx::_grid_dim_y(), nvptx::_grid_dim_z()].map(|n| n as u32),
+            }
+        }
+    }
+
+    fn block_memory() -> Option<NonNull<BlockMemory>> {
+        // The launch-sized shared memory (CUDA's dynamic shared memory): the loader asks for
+        // `abi::block_memory_bytes` of it with every launch.
+        NonNull::new(core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<BlockMemory>())
+    }
+
+    fn sync_block() {
+        // SAFETY: a barrier of all the block's threads, which all reach it (the trait's contract); it orders their
+        // shared-memory accesses. `barrier.sync` rather than `bar.sync`: the threads of a warp need not arrive
+        // together.
+        unsafe { asm!("barrier.sync 0;", options(nostack)) };
+    }
+
+    fn block_lock_fetch_or(word: &AtomicU32, bits: u32) -> u32 {
+        // A block-scope acquire on the shared-memory word (see `lock_fetch_or` for why inline PTX): an atomic in the
+        // SM, with no L1 invalidation, against a device-scope atomic at L2.
+        let old: u32;
+        // SAFETY: `word` lies in `block_memory` (the trait's contract), in this block's shared memory, so its generic
+        // address converts to a shared one; an atomic OR on it is what `fetch_or` does.
+        unsafe {
+            asm!("{{ .reg .u64 a; cvta.to.shared.u64 a, {}; atom.acquire.cta.shared.or.b32 {}, [a], {}; }}",
+                in(reg64) word.as_ptr(), out(reg32) old, in(reg32) bits, options(nostack));
+        }
+        old
+    }
+
+    fn block_unlock_swap(word: &AtomicU32, value: u32) {
+        // SAFETY: as in `block_lock_fetch_or`; a release store at block scope is what the swap needs, less the old
+        // value.
+        unsafe {
+            asm!("{{ .reg .u64 a; cvta.to.shared.u64 a, {}; st.release.cta.shared.b32 [a], {}; }}",
+                in(reg64) word.as_ptr(), in(reg32) value, options(nostack));
         }
     }
 

@@ -5,7 +5,18 @@
 //! `docs/abi.md` describes what the loader does around the kernels. On any other target the crate is empty, so the
 //! workspace builds and tests on the host.
 #![no_std]
-#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel, asm_experimental_arch, stdarch_nvptx))]
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(
+        abi_gpu_kernel,
+        asm_experimental_arch,
+        stdarch_nvptx,
+        core_intrinsics,
+        gpu_intrinsics,
+        gpu_launch_sized_workgroup_mem
+    )
+)]
+#![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 #[cfg(target_arch = "nvptx64")]
 mod device;

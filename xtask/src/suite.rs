@@ -151,12 +151,17 @@ fn host_tests(sh: &Shell) -> Result<()> {
         .env("CARGO_TARGET_DIR", &loom_target)
         .run()
         .context("the loom models of the RPC protocol failed")?;
-    // The protocol's tests under Miri (undefined behaviour, data races, aliasing).
+    // The protocol's tests under Miri (undefined behaviour, data races, aliasing): the unit tests, and the simulated
+    // warps (lane groups of several threads; ports of their own in block memory, and shared ones).
     crate::toolchain::ensure_component(sh, "miri")?;
     cmd!(sh, "cargo miri test --quiet -p startup-common --features host --lib rpc")
         .env("CARGO_TARGET_DIR", crate::project_root().join("target/miri"))
         .run()
         .context("the RPC protocol's tests failed under Miri")?;
+    cmd!(sh, "cargo miri test --quiet -p startup-common --features host --test rpc_simt")
+        .env("CARGO_TARGET_DIR", crate::project_root().join("target/miri"))
+        .run()
+        .context("the RPC protocol's simulated-warp tests failed under Miri")?;
     // A short run of each fuzz target over the committed corpus (the long runs are in docs/failures.md).
     crate::fuzz::smoke(sh, 10)?;
     if Path::new("/usr/include/hsa/hsa.h").is_file() {

@@ -83,10 +83,12 @@ pub struct KernelCode {
 pub const DYNAMIC_STACK_BYTES: u32 = 16 * 1024;
 
 /// The dispatch packet, whole; the caller copies all of it but the first 32 bits into the queue slot, then stores
-/// [`header_word`].
+/// [`header_word`]. `block_memory` bytes of group memory are added to what the kernel itself declares: the dynamic
+/// part the startup reads through `gpu_launch_sized_workgroup_mem` (`abi::block_memory_bytes`).
 pub fn dispatch_packet(
     geometry: &Geometry,
     code: &KernelCode,
+    block_memory: u32,
     kernarg_address: *mut c_void,
     completion_signal: sys::hsa_signal_t,
 ) -> sys::hsa_kernel_dispatch_packet_t {
@@ -103,7 +105,7 @@ pub fn dispatch_packet(
         grid_size_y: geometry.grid_size[1],
         grid_size_z: geometry.grid_size[2],
         private_segment_size,
-        group_segment_size: code.group_size,
+        group_segment_size: code.group_size + block_memory,
         kernel_object: code.object,
         kernarg_address,
         reserved2: 0,
@@ -221,17 +223,17 @@ mod tests {
         };
         let kernargs = 0x7000_0000usize as *mut c_void;
         let signal = sys::hsa_signal_t { handle: 42 };
-        let packet = dispatch_packet(&geometry, &code, kernargs, signal);
+        let packet = dispatch_packet(&geometry, &code, 8, kernargs, signal);
         assert_eq!(packet.header, packet_header());
         assert_eq!(packet.setup, 2);
         assert_eq!([packet.workgroup_size_x, packet.workgroup_size_y, packet.workgroup_size_z], [64, 2, 1]);
         assert_eq!([packet.grid_size_x, packet.grid_size_y, packet.grid_size_z], [640, 6, 1]);
-        assert_eq!((packet.private_segment_size, packet.group_segment_size), (64, 512));
+        assert_eq!((packet.private_segment_size, packet.group_segment_size), (64, 520));
         assert_eq!(packet.kernel_object, 0xdead_b000);
         assert_eq!(packet.kernarg_address, kernargs);
         assert_eq!(packet.completion_signal.handle, 42);
         assert_eq!((packet.reserved0, packet.reserved2), (0, 0));
-        let dynamic = dispatch_packet(&geometry, &KernelCode { dynamic_stack: true, ..code }, kernargs, signal);
+        let dynamic = dispatch_packet(&geometry, &KernelCode { dynamic_stack: true, ..code }, 8, kernargs, signal);
         assert_eq!(dynamic.private_segment_size, DYNAMIC_STACK_BYTES);
         // The word stored last: header in the low half, setup (dimensions) in the high half.
         assert_eq!(header_word(&geometry), 0x0002_1502);

@@ -603,7 +603,8 @@ impl Backend for HsaBackend {
         let status = unsafe { api.hsa_signal_create(1, 0, std::ptr::null(), &mut signal) };
         check(api, status, "hsa_signal_create")?;
         self.dispatches.push((kernel, signal));
-        let packet = dispatch::dispatch_packet(&geometry, &code, kernargs, signal);
+        let block_memory = startup_common::abi::block_memory_bytes(params, self.lane_size);
+        let packet = dispatch::dispatch_packet(&geometry, &code, block_memory, kernargs, signal);
 
         // SAFETY: the queue is ours; the runtime keeps its descriptor valid until `hsa_queue_destroy`.
         let queue = unsafe { &*self.queue };

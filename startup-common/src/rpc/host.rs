@@ -8,6 +8,26 @@ use std::vec::Vec;
 use super::sync::AtomicU64;
 use super::{Layout, ServerPort};
 
+/// Block memory in ordinary host memory, for host models of a block with `N` lane groups: it starts as garbage, as
+/// on a GPU (all bits set: every lock word looks taken), until the block's threads call `Client::prepare_block`.
+#[repr(C)]
+pub struct HostBlockMemory<const N: usize> {
+    locks: [super::client::GroupLock; N],
+}
+
+impl<const N: usize> Default for HostBlockMemory<N> {
+    fn default() -> Self {
+        Self { locks: core::array::from_fn(|_| super::client::GroupLock::garbage()) }
+    }
+}
+
+impl<const N: usize> HostBlockMemory<N> {
+    /// The memory as [`Gpu::block_memory`](crate::Gpu::block_memory) returns it; valid while `self` lives.
+    pub fn as_block_memory(&self) -> NonNull<super::BlockMemory> {
+        NonNull::from(self).cast()
+    }
+}
+
 /// A zeroed region in ordinary host memory, laid out like the pinned one, for tests where host threads act as
 /// clients. Under loom its words are loom atomics, so the models check the real protocol code.
 ///

@@ -27,7 +27,7 @@ mod tests;
 
 pub use client::{Client, Port};
 #[cfg(any(test, feature = "host"))]
-pub use host::{HostRegion, Received};
+pub use host::{HostBlockMemory, HostRegion, Received};
 pub use server::{Server, ServerPort, StreamPiece};
 
 #[cfg(all(loom, not(any(test, feature = "host"))))]
@@ -65,6 +65,14 @@ pub mod sync {
 }
 
 use sync::AtomicU64;
+
+/// A block's memory for the RPC client, as a target provides it ([`Gpu::block_memory`](crate::Gpu::block_memory)):
+/// [`abi::block_memory_bytes`](crate::abi::block_memory_bytes) of it, 8-byte aligned. Opaque: the client lays it
+/// out.
+#[repr(C, align(8))]
+pub struct BlockMemory {
+    _opaque: [u8; 0],
+}
 
 /// The most ports a region may hold (the client's lock bits are sized for this many).
 pub const MAX_PORTS: u32 = 4096;

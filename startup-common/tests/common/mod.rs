@@ -5,10 +5,12 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::ptr::NonNull;
 use std::sync::{Arc, Barrier, Mutex};
 
+use startup_common::abi::LaunchParams;
 use startup_common::gpu::{Gpu, ThreadIds};
-use startup_common::rpc::{HostRegion, Layout, Server, WriteHead, opcode};
+use startup_common::rpc::{BlockMemory, HostBlockMemory, HostRegion, Layout, Server, WriteHead, opcode};
 
 /// Scales a count down under Miri, where every thread switch is slow.
 pub fn scaled(normal: usize, miri: usize) -> usize {
@@ -172,20 +174,40 @@ impl SimGroup {
     }
 }
 
+/// One simulated launch: a block of `warps` warps, every lane a thread. With block memory, the client gives each warp
+/// a port of its own whenever the region has enough ports (as on a GPU); without, every group takes a shared port.
+pub struct SimLaunch {
+    warps: u32,
+    memory: Option<HostBlockMemory<MAX_SIM_WARPS>>,
+    barrier: Barrier,
+}
+
+/// The most warps in a simulated block.
+pub const MAX_SIM_WARPS: usize = 8;
+
+impl SimLaunch {
+    pub fn new(warps: u32, block_memory: bool) -> Arc<Self> {
+        assert!(warps as usize <= MAX_SIM_WARPS);
+        let memory = block_memory.then(HostBlockMemory::default);
+        Arc::new(Self { warps, memory, barrier: Barrier::new((warps * SIM_LANES) as usize) })
+    }
+}
+
 struct LaneState {
     group: Arc<SimGroup>,
     lane: u32,
     warp: u32,
+    launch: Arc<SimLaunch>,
 }
 
 thread_local! {
     static LANE: RefCell<Option<LaneState>> = const { RefCell::new(None) };
 }
 
-/// Makes the calling thread lane `lane` of `group` in warp `warp`.
-pub fn become_lane(group: Arc<SimGroup>, lane: u32, warp: u32) {
+/// Makes the calling thread lane `lane` of `group` in warp `warp` of `launch`.
+pub fn become_lane(group: Arc<SimGroup>, lane: u32, warp: u32, launch: Arc<SimLaunch>) {
     assert!(group.mask & (1 << lane) != 0);
-    LANE.with(|state| *state.borrow_mut() = Some(LaneState { group, lane, warp }));
+    LANE.with(|state| *state.borrow_mut() = Some(LaneState { group, lane, warp, launch }));
 }
 
 fn with_lane<R>(f: impl FnOnce(&LaneState) -> R) -> R {
@@ -245,6 +267,19 @@ unsafe impl Gpu for SimWarp {
 
     fn thread_ids() -> ThreadIds {
         with_lane(|state| ThreadIds { thread: [state.warp * SIM_LANES + state.lane, 0, 0], block: [0; 3] })
+    }
+
+    fn launch_shape() -> LaunchParams {
+        with_lane(|state| LaunchParams { threads: [state.launch.warps * SIM_LANES, 1, 1], blocks: [1, 1, 1] })
+    }
+
+    /// The memory starts as garbage, as on a GPU: the client must fill it in `prepare_block`.
+    fn block_memory() -> Option<NonNull<BlockMemory>> {
+        with_lane(|state| state.launch.memory.as_ref().map(HostBlockMemory::as_block_memory))
+    }
+
+    fn sync_block() {
+        with_lane(|state| Arc::clone(&state.launch)).barrier.wait();
     }
 
     fn end_thread() -> ! {
