@@ -39,6 +39,11 @@ struct Cli {
     /// Stop the program after this many seconds (exit code 124).
     #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
     timeout: Option<Duration>,
+    /// Ports of the RPC channel between the GPU and the host (1 to 4096). With at least as many as the grid has
+    /// warps (wavefronts), each warp uses a port of its own; otherwise lane groups share them.
+    #[arg(long, default_value_t = startup_common::rpc::DEFAULT_PORT_COUNT, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(startup_common::rpc::MAX_PORTS)))]
+    rpc_ports: u32,
     /// Bytes of stack per GPU thread.
     #[arg(long, default_value_t = gpu_loader::run::DEFAULT_STACK_SIZE, value_name = "BYTES")]
     stack_size: usize,
@@ -88,6 +93,7 @@ fn main() {
     options.verbose = cli.verbose;
     options.print_resource_usage = cli.print_resource_usage;
     options.stack_size = cli.stack_size;
+    options.rpc_ports = cli.rpc_ports;
     // The process exits right after the run: the driver's teardown at exit releases the GPU faster than freeing
     // each allocation first.
     options.teardown = false;

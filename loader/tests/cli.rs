@@ -460,6 +460,16 @@ fn no_image_at_all() {
 }
 
 #[test]
+fn rpc_port_counts_out_of_range() {
+    let image = fixture("startup-min.ptx");
+    for value in ["0", "4097", "abc", "-2"] {
+        let arg = format!("--rpc-ports={value}");
+        run(loader([OsStr::new(&arg), image.as_os_str()])).usage_error(&["--rpc-ports", &format!("'{value}'")]);
+    }
+    run(loader([OsStr::new("--rpc-ports=4096"), image.as_os_str()])).reached_the_gpu();
+}
+
+#[test]
 fn bad_timeouts() {
     let image = fixture("startup-min.ptx");
     for (value, problem) in [

@@ -1,6 +1,7 @@
 //! Alternating sends and receives on one port, and lane ids on a port a whole warp shares (LLVM libc's
 //! rpc_interface_test): every thread of 4 blocks × 96 threads runs a different number of rounds per warp, and each
-//! packet must arrive in its own lane's slot.
+//! packet must arrive in its own lane's slot. Its `expect.toml` gives the loader 5 RPC ports for the grid's 12 warps,
+//! so warps share ports and contend for them (the other RPC tests have a port per warp).
 #![no_std]
 
 use core::ffi::{c_char, c_int};
