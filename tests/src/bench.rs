@@ -446,60 +446,54 @@ $done:
 }
 "#;
 
-/// Benchmark 4: One thread's RPC round trip, against a raw mapped-memory ping-pong in the same context: an RPC that
-/// carries nothing (the protocol's own cost: port lock, hand-off both ways) and one that carries a number each way
-/// (one more read of host memory by the device for the reply).
-fn rpc_round_trip(images: &Path, repeat: usize) -> Result<Vec<Row>> {
+/// The raw hand-off as a kernel of its own, loaded in the current context, and the host's side of it.
+struct PingPong {
+    function: sys::CUfunction,
+    stream: sys::CUstream,
+    flags: gpu_loader::run::HostMapped,
+}
+
+impl PingPong {
     const ROUNDS: u32 = 20_000;
-    let single = LaunchParams::SINGLE;
-    let rounds = ROUNDS.to_string();
-    let mut none = session(images, "rpc-latency", &["0"])?;
-    let mut empty = session(images, "rpc-latency", &[&rounds, "empty"])?;
-    let mut increment = session(images, "rpc-latency", &[&rounds])?;
-    run_ok(&mut none, &single)?;
-    run_ok(&mut empty, &single)?;
-    run_ok(&mut increment, &single)?;
-    let (mut empties, mut increments) = (Vec::new(), Vec::new());
-    for _ in 0..repeat {
-        let base = run_ok(&mut none, &single)?;
-        let with_empty = run_ok(&mut empty, &single)?;
-        let with_increment = run_ok(&mut increment, &single)?;
-        empties.push(with_empty.saturating_sub(base).as_secs_f64() / f64::from(ROUNDS));
-        increments.push(with_increment.saturating_sub(base).as_secs_f64() / f64::from(ROUNDS));
+
+    /// Loads the kernel beside `session`'s program and borrows 128 bytes of host-mapped memory from its backend.
+    fn load(session: &mut Session<CudaBackend>) -> Result<Self> {
+        let flags = session.backend().alloc_host_mapped(128)?;
+        let ptx = CString::new(PING_PONG_PTX)?;
+        let mut module = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated PTX string.
+        unsafe { sys::cuModuleLoadData(&mut module, ptx.as_ptr().cast()) }.result()?;
+        // SAFETY: the module has this kernel.
+        let function = unsafe { result::module::get_function(module, CString::new("ping_pong")?) }?;
+        let stream = result::stream::create(result::stream::StreamKind::NonBlocking)?;
+        Ok(Self { function, stream, flags })
     }
 
-    let flags = increment.backend().alloc_host_mapped(128)?;
-    let ptx = CString::new(PING_PONG_PTX)?;
-    let mut module = std::ptr::null_mut();
-    // SAFETY: a NUL-terminated PTX string.
-    unsafe { sys::cuModuleLoadData(&mut module, ptx.as_ptr().cast()) }.result()?;
-    // SAFETY: the module has this kernel.
-    let function = unsafe { result::module::get_function(module, CString::new("ping_pong")?) }?;
-    let stream = result::stream::create(result::stream::StreamKind::NonBlocking)?;
-    // SAFETY: both words lie in the 128 zeroed bytes of host-mapped memory the session's backend keeps alive; the
-    // device writes the first and reads the second, the host the other way round.
-    let (to_host, to_device) =
-        unsafe { (AtomicU32::from_ptr(flags.host.cast()), AtomicU32::from_ptr(flags.host.add(64).cast())) };
-    let mut raw = Vec::new();
-    for sample in 0..=repeat {
+    /// Seconds per round trip over [`PingPong::ROUNDS`] rounds of one launch.
+    fn sample(&self) -> Result<f64> {
+        // SAFETY: both words lie in the 128 zeroed bytes of host-mapped memory the session's backend keeps alive; the
+        // device writes the first and reads the second, the host the other way round.
+        let (to_host, to_device) = unsafe {
+            (AtomicU32::from_ptr(self.flags.host.cast()), AtomicU32::from_ptr(self.flags.host.add(64).cast()))
+        };
         to_host.store(0, Ordering::SeqCst);
         to_device.store(0, Ordering::SeqCst);
-        let mut device_flags = flags.device;
-        let mut rounds = ROUNDS;
+        let mut device_flags = self.flags.device;
+        let mut rounds = Self::ROUNDS;
         let started = Instant::now();
         // SAFETY: the kernel takes a pointer and a count, given in this order.
         unsafe {
             result::launch_kernel(
-                function,
+                self.function,
                 (1, 1, 1),
                 (1, 1, 1),
                 0,
-                stream,
+                self.stream,
                 &mut [(&raw mut device_flags).cast::<c_void>(), (&raw mut rounds).cast::<c_void>()],
             )?;
         }
         let deadline = Instant::now() + Duration::from_secs(20);
-        for round in 1..=ROUNDS {
+        for round in 1..=Self::ROUNDS {
             while to_host.load(Ordering::Acquire) != round {
                 if Instant::now() > deadline {
                     bail!("the ping-pong kernel stopped answering at round {round}");
@@ -508,10 +502,38 @@ fn rpc_round_trip(images: &Path, repeat: usize) -> Result<Vec<Row>> {
             }
             to_device.store(round, Ordering::Release);
         }
-        wait_for(stream, Duration::from_secs(20))?;
-        if sample > 0 {
-            raw.push(started.elapsed().as_secs_f64() / f64::from(ROUNDS));
-        }
+        wait_for(self.stream, Duration::from_secs(20))?;
+        Ok(started.elapsed().as_secs_f64() / f64::from(Self::ROUNDS))
+    }
+}
+
+/// Benchmark 4: One thread's RPC round trip, against a raw mapped-memory ping-pong in the same context: an RPC that
+/// carries nothing (the protocol's own cost: port lock, hand-off both ways) and one that carries a number each way
+/// (one more read of host memory by the device for the reply). Each sample of ours is followed by a sample of the
+/// baseline, so that both see the same state of the machine: the round trip through PCIe drifts by a tenth between
+/// runs, and measuring all of one before all of the other would put that drift into the ratio.
+fn rpc_round_trip(images: &Path, repeat: usize) -> Result<Vec<Row>> {
+    let rounds = PingPong::ROUNDS;
+    let single = LaunchParams::SINGLE;
+    let arg = rounds.to_string();
+    let mut none = session(images, "rpc-latency", &["0"])?;
+    let mut empty = session(images, "rpc-latency", &[&arg, "empty"])?;
+    let mut increment = session(images, "rpc-latency", &[&arg])?;
+    let ping_pong = PingPong::load(&mut increment)?;
+    // Warm-up: the first launch of each pays for loading and caching.
+    run_ok(&mut none, &single)?;
+    run_ok(&mut empty, &single)?;
+    run_ok(&mut increment, &single)?;
+    ping_pong.sample()?;
+    let (mut empties, mut increments, mut raw) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..repeat {
+        let base = run_ok(&mut none, &single)?;
+        let with_empty = run_ok(&mut empty, &single)?;
+        raw.push(ping_pong.sample()?);
+        let with_increment = run_ok(&mut increment, &single)?;
+        raw.push(ping_pong.sample()?);
+        empties.push(with_empty.saturating_sub(base).as_secs_f64() / f64::from(rounds));
+        increments.push(with_increment.saturating_sub(base).as_secs_f64() / f64::from(rounds));
     }
     let raw = Stats::of(raw);
     let baseline = "raw ping-pong of one word through mapped pinned memory";
