@@ -214,13 +214,17 @@ pub fn run_on<B: Backend>(
             stats.messages, stats.lanes
         );
     }
-    let report = outcome?;
-    if !report.finished || !options.teardown {
-        // Kernels may still run: tearing the context down under them could block on them forever. Or the process
-        // is about to exit, and the driver releases everything then.
-        std::mem::forget(session);
+    match outcome {
+        Ok(report) if report.finished && options.teardown => Ok(report),
+        outcome => {
+            // Kernels may still run (a timeout, a signal, an `exit` while other threads ran on, or an error of the
+            // loader's own, such as a message no handler serves or output that cannot be written, while a thread
+            // waits for the answer): tearing the context down under them would wait for them forever. Or the process
+            // is about to exit, and the driver releases everything then.
+            std::mem::forget(session);
+            outcome
+        }
     }
-    Ok(report)
 }
 
 fn print_resource_usage<B: Backend>(backend: &B) -> Result<()> {
@@ -440,6 +444,77 @@ fn faulted_kernel(progress: u32) -> Kernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use startup_common::Gpu;
+    use startup_common::gpu::HostThread;
+    use startup_common::rpc::Client;
+    use std::ffi::c_void;
+    use std::sync::atomic::AtomicBool;
+
+    /// Set when a [`StandIn`] backend is torn down.
+    static TORN_DOWN: AtomicBool = AtomicBool::new(false);
+
+    /// A backend without a device: its `_start` is one host thread's message with an opcode nobody serves, after
+    /// which that thread would wait for an answer forever (as a GPU thread would); the kernels never finish.
+    struct StandIn {
+        region: Option<*mut c_void>,
+    }
+
+    impl Backend for StandIn {
+        fn lane_size(&self) -> u32 {
+            HostThread::LANE_SIZE
+        }
+        fn check_launch(&self, _: &LaunchParams) -> Result<()> {
+            Ok(())
+        }
+        fn alloc_host_mapped(&mut self, len: usize) -> Result<HostMapped> {
+            let layout = std::alloc::Layout::from_size_align(len, 4096).unwrap();
+            // SAFETY: a non-zero size (every allocation the session makes has one); leaked, as the test ends.
+            let host = unsafe { std::alloc::alloc_zeroed(layout) };
+            self.region.get_or_insert(host.cast());
+            Ok(HostMapped { host, device: host as u64, len })
+        }
+        fn alloc_device(&mut self, len: usize) -> Result<u64> {
+            Ok(self.alloc_host_mapped(len.max(8))?.device)
+        }
+        fn copy_to_device(&mut self, _: u64, _: &[u8]) -> Result<()> {
+            Ok(())
+        }
+        fn launch(&mut self, kernel: Kernel, _: &LaunchParams, _: &[u8]) -> Result<()> {
+            if kernel == Kernel::Start {
+                let client = Box::leak(Box::new(Client::<HostThread>::new()));
+                // SAFETY: the first allocation is the session's zeroed RPC region, for the default port count and
+                // one lane, and it is never freed.
+                unsafe { client.reset(self.region.unwrap(), rpc::DEFAULT_PORT_COUNT) };
+                let mut port = client.open(0x4242);
+                port.send(|_| {});
+                port.close();
+            }
+            Ok(())
+        }
+        fn poll(&mut self) -> Result<Progress> {
+            Ok(Progress::Running)
+        }
+        fn resource_usage(&self, _: Kernel) -> Result<ResourceUsage> {
+            Ok(ResourceUsage::default())
+        }
+    }
+
+    impl Drop for StandIn {
+        fn drop(&mut self) {
+            TORN_DOWN.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// A message no handler serves ends the run with an error, and the loader does not tear the context down under
+    /// the thread that waits for the answer (on a GPU that teardown waits for the kernel: the loader would hang).
+    #[test]
+    fn an_unserved_message_is_an_error_and_the_waiting_kernel_is_left_alone() {
+        let options = RunOptions::new(PathBuf::from("stand-in.ptx"));
+        let arguments = ArgBlock::new(&[OsString::from("stand-in.ptx")], &[]).unwrap();
+        let error = run_on(StandIn { region: None }, &options, &arguments, Instant::now()).unwrap_err();
+        assert!(error.to_string().contains("no handler for opcode 0x4242"), "{error}");
+        assert!(!TORN_DOWN.load(Ordering::SeqCst), "the backend was torn down while a kernel waits");
+    }
 
     #[test]
     fn progress_markers_name_the_faulting_kernel() {
