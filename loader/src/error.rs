@@ -23,7 +23,8 @@ pub enum LoaderError {
     DeviceFault { kernel: &'static str, message: String },
     #[error("the program ended without reporting an exit code (the RPC channel never received `exit`)")]
     NoExitReported,
-    #[error("RPC server: {0}")]
+    /// The RPC server failed; the message starts with `RPC: `.
+    #[error("{0}")]
     Rpc(String),
 }
 

@@ -512,7 +512,7 @@ mod tests {
         let options = RunOptions::new(PathBuf::from("stand-in.ptx"));
         let arguments = ArgBlock::new(&[OsString::from("stand-in.ptx")], &[]).unwrap();
         let error = run_on(StandIn { region: None }, &options, &arguments, Instant::now()).unwrap_err();
-        assert!(error.to_string().contains("no handler for opcode 0x4242"), "{error}");
+        assert!(error.to_string().starts_with("RPC: no handler for opcode 0x4242 (port "), "{error}");
         assert!(!TORN_DOWN.load(Ordering::SeqCst), "the backend was torn down while a kernel waits");
     }
 
