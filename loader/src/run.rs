@@ -247,6 +247,8 @@ fn print_resource_usage<B: Backend>(backend: &B) -> Result<()> {
 pub struct Session<B: Backend> {
     backend: B,
     server: HostServer,
+    region: HostMapped,
+    layout: rpc::Layout,
     options: RunOptions,
     control: *const Control,
     result: u64,
@@ -285,6 +287,8 @@ impl<B: Backend> Session<B> {
         Ok(Self {
             backend,
             server,
+            region,
+            layout: rpc::Layout::new(options.rpc_ports, lane_size),
             options: options.clone(),
             control: control.host.cast::<Control>(),
             result,
@@ -317,6 +321,12 @@ impl<B: Backend> Session<B> {
     /// The backend, for launching other work in the same context.
     pub fn backend(&mut self) -> &mut B {
         &mut self.backend
+    }
+
+    /// The RPC region and how it is laid out, for benchmarks that compare the protocol with raw accesses to the same
+    /// memory. Between runs nothing else touches it; during a run it belongs to the protocol.
+    pub fn rpc_region(&self) -> (HostMapped, rpc::Layout) {
+        (self.region, self.layout)
     }
 
     /// The RPC messages served so far, over every run of this session.

@@ -9,7 +9,7 @@ use std::ffi::{CString, OsString, c_void};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -20,7 +20,7 @@ use gpu_loader::args::ArgBlock;
 use gpu_loader::ctors::ConstructorTable;
 use gpu_loader::cuda::CudaBackend;
 use gpu_loader::image::Image;
-use gpu_loader::run::{Backend, RunOptions, Session};
+use gpu_loader::run::{RunOptions, Session};
 use startup_common::abi::LaunchParams;
 
 #[derive(Parser)]
@@ -418,27 +418,29 @@ fn grid_scaling(images: &Path, repeat: usize) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// The raw hand-off: the device bumps a word in mapped host memory and waits for the host to echo it.
+/// The raw hand-off: the device writes the round's number to one word of mapped host memory and waits for the host to
+/// write it back to another.
 const PING_PONG_PTX: &str = r#".version 7.8
 .target sm_90
 .address_size 64
-.visible .entry ping_pong(.param .u64 flags, .param .u32 rounds)
+.visible .entry ping_pong(.param .u64 to_host, .param .u64 to_device, .param .u32 rounds)
 {
 	.reg .pred %p<3>;
-	.reg .b32 %r<5>;
-	.reg .b64 %rd<3>;
-	ld.param.u64 %rd1, [flags];
+	.reg .b32 %r<3>;
+	.reg .b64 %rd<6>;
+	ld.param.u64 %rd1, [to_host];
+	ld.param.u64 %rd2, [to_device];
 	ld.param.u32 %r1, [rounds];
-	add.u64 %rd2, %rd1, 64;
 	mov.u32 %r2, 0;
 $loop:
 	setp.ge.u32 %p1, %r2, %r1;
 	@%p1 bra.uni $done;
 	add.u32 %r2, %r2, 1;
-	st.release.sys.u32 [%rd1], %r2;
+	cvt.u64.u32 %rd3, %r2;
+	st.release.sys.u64 [%rd1], %rd3;
 $wait:
-	ld.acquire.sys.u32 %r3, [%rd2];
-	setp.ne.u32 %p2, %r3, %r2;
+	ld.acquire.sys.u64 %rd4, [%rd2];
+	setp.ne.u64 %p2, %rd4, %rd3;
 	@%p2 bra.uni $wait;
 	bra.uni $loop;
 $done:
@@ -450,38 +452,43 @@ $done:
 struct PingPong {
     function: sys::CUfunction,
     stream: sys::CUstream,
-    flags: gpu_loader::run::HostMapped,
 }
 
 impl PingPong {
     const ROUNDS: u32 = 20_000;
 
-    /// Loads the kernel beside `session`'s program and borrows 128 bytes of host-mapped memory from its backend.
-    fn load(session: &mut Session<CudaBackend>) -> Result<Self> {
-        let flags = session.backend().alloc_host_mapped(128)?;
+    fn load() -> Result<Self> {
         let ptx = CString::new(PING_PONG_PTX)?;
         let mut module = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated PTX string.
+        // SAFETY: a NUL-terminated PTX string; the module stays loaded for the process.
         unsafe { sys::cuModuleLoadData(&mut module, ptx.as_ptr().cast()) }.result()?;
         // SAFETY: the module has this kernel.
         let function = unsafe { result::module::get_function(module, CString::new("ping_pong")?) }?;
         let stream = result::stream::create(result::stream::StreamKind::NonBlocking)?;
-        Ok(Self { function, stream, flags })
+        Ok(Self { function, stream })
     }
 
-    /// Seconds per round trip over [`PingPong::ROUNDS`] rounds of one launch.
-    fn sample(&self) -> Result<f64> {
-        // SAFETY: both words lie in the 128 zeroed bytes of host-mapped memory the session's backend keeps alive; the
-        // device writes the first and reads the second, the host the other way round.
-        let (to_host, to_device) = unsafe {
-            (AtomicU32::from_ptr(self.flags.host.cast()), AtomicU32::from_ptr(self.flags.host.add(64).cast()))
+    /// Seconds per round trip over [`PingPong::ROUNDS`] rounds of one launch, through the two words that carry the
+    /// hand-off of port 0 in `session`'s RPC region (its client and server outboxes), the port a lone thread's
+    /// messages take. The same words matter: on the H200 the raw round trip takes either ~2.85 or ~3.1 µs, by the pair
+    /// of SM and host address (`docs/performance.md`), so a baseline in memory of its own would be a draw of its own.
+    /// The words get back their values afterwards, so the session's next run finds the port as it left it.
+    fn sample(&self, session: &Session<CudaBackend>) -> Result<f64> {
+        let (region, layout) = session.rpc_region();
+        let word = |index: usize| {
+            // SAFETY: the index is a word of the region's layout, inside the region, which the session keeps alive;
+            // no run of the session is in progress, so nothing else accesses it until this sample is done.
+            let host = unsafe { AtomicU64::from_ptr(region.host.cast::<u64>().add(index)) };
+            (host, region.device + 8 * index as u64)
         };
+        let (to_host, mut to_host_device) = word(layout.client_outbox(0));
+        let (to_device, mut to_device_device) = word(layout.server_outbox(0));
+        let left = (to_host.load(Ordering::SeqCst), to_device.load(Ordering::SeqCst));
         to_host.store(0, Ordering::SeqCst);
         to_device.store(0, Ordering::SeqCst);
-        let mut device_flags = self.flags.device;
         let mut rounds = Self::ROUNDS;
         let started = Instant::now();
-        // SAFETY: the kernel takes a pointer and a count, given in this order.
+        // SAFETY: the kernel takes two pointers and a count, given in this order.
         unsafe {
             result::launch_kernel(
                 self.function,
@@ -489,11 +496,15 @@ impl PingPong {
                 (1, 1, 1),
                 0,
                 self.stream,
-                &mut [(&raw mut device_flags).cast::<c_void>(), (&raw mut rounds).cast::<c_void>()],
+                &mut [
+                    (&raw mut to_host_device).cast::<c_void>(),
+                    (&raw mut to_device_device).cast::<c_void>(),
+                    (&raw mut rounds).cast::<c_void>(),
+                ],
             )?;
         }
         let deadline = Instant::now() + Duration::from_secs(20);
-        for round in 1..=Self::ROUNDS {
+        for round in 1..=u64::from(Self::ROUNDS) {
             while to_host.load(Ordering::Acquire) != round {
                 if Instant::now() > deadline {
                     bail!("the ping-pong kernel stopped answering at round {round}");
@@ -503,15 +514,18 @@ impl PingPong {
             to_device.store(round, Ordering::Release);
         }
         wait_for(self.stream, Duration::from_secs(20))?;
-        Ok(started.elapsed().as_secs_f64() / f64::from(Self::ROUNDS))
+        let elapsed = started.elapsed();
+        to_host.store(left.0, Ordering::SeqCst);
+        to_device.store(left.1, Ordering::SeqCst);
+        Ok(elapsed.as_secs_f64() / f64::from(Self::ROUNDS))
     }
 }
 
 /// Benchmark 4: One thread's RPC round trip, against a raw mapped-memory ping-pong in the same context: an RPC that
 /// carries nothing (the protocol's own cost: port lock, hand-off both ways) and one that carries a number each way
-/// (one more read of host memory by the device for the reply). Each sample of ours is followed by a sample of the
-/// baseline, so that both see the same state of the machine: the round trip through PCIe drifts by a tenth between
-/// runs, and measuring all of one before all of the other would put that drift into the ratio.
+/// (one more read of host memory by the device for the reply). The ping-pong runs on the outbox words of the port
+/// that the RPC of the same row uses ([`PingPong::sample`]). Each sample of ours is followed by a sample of the
+/// baseline, so that both see the same state of the machine.
 fn rpc_round_trip(images: &Path, repeat: usize) -> Result<Vec<Row>> {
     let rounds = PingPong::ROUNDS;
     let single = LaunchParams::SINGLE;
@@ -519,31 +533,31 @@ fn rpc_round_trip(images: &Path, repeat: usize) -> Result<Vec<Row>> {
     let mut none = session(images, "rpc-latency", &["0"])?;
     let mut empty = session(images, "rpc-latency", &[&arg, "empty"])?;
     let mut increment = session(images, "rpc-latency", &[&arg])?;
-    let ping_pong = PingPong::load(&mut increment)?;
+    let ping_pong = PingPong::load()?;
     // Warm-up: the first launch of each pays for loading and caching.
     run_ok(&mut none, &single)?;
     run_ok(&mut empty, &single)?;
     run_ok(&mut increment, &single)?;
-    ping_pong.sample()?;
-    let (mut empties, mut increments, mut raw) = (Vec::new(), Vec::new(), Vec::new());
+    ping_pong.sample(&empty)?;
+    let (mut empties, mut increments) = (Vec::new(), Vec::new());
+    let (mut raw_empty, mut raw_increment) = (Vec::new(), Vec::new());
     for _ in 0..repeat {
         let base = run_ok(&mut none, &single)?;
         let with_empty = run_ok(&mut empty, &single)?;
-        raw.push(ping_pong.sample()?);
+        raw_empty.push(ping_pong.sample(&empty)?);
         let with_increment = run_ok(&mut increment, &single)?;
-        raw.push(ping_pong.sample()?);
+        raw_increment.push(ping_pong.sample(&increment)?);
         empties.push(with_empty.saturating_sub(base).as_secs_f64() / f64::from(rounds));
         increments.push(with_increment.saturating_sub(base).as_secs_f64() / f64::from(rounds));
     }
-    let raw = Stats::of(raw);
-    let baseline = "raw ping-pong of one word through mapped pinned memory";
+    let baseline = "raw ping-pong through the same port's outbox words";
     Ok(vec![
         row(
             "rpc-round-trip",
             "one thread, an RPC that carries nothing (test noop)",
             "µs",
             Stats::of(empties),
-            Some((raw.clone(), baseline)),
+            Some((Stats::of(raw_empty), baseline)),
             "≤ 1.3×",
         ),
         row(
@@ -551,7 +565,7 @@ fn rpc_round_trip(images: &Path, repeat: usize) -> Result<Vec<Row>> {
             "one thread, an RPC that carries a number each way (test increment)",
             "µs",
             Stats::of(increments),
-            Some((raw, baseline)),
+            Some((Stats::of(raw_increment), baseline)),
             "≤ 1.7×",
         ),
     ])
