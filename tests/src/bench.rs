@@ -191,15 +191,27 @@ struct EmptyKernel {
 
 const EMPTY_PTX: &str = ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry empty()\n{\n\tret;\n}\n";
 
+/// Loads PTX text as a module of the current context, which it stays in for the process.
+fn load_module(ptx: impl Into<Vec<u8>>) -> Result<sys::CUmodule> {
+    let text = CString::new(ptx)?;
+    let mut module = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated PTX string.
+    unsafe { sys::cuModuleLoadData(&mut module, text.as_ptr().cast()) }.result()?;
+    Ok(module)
+}
+
+/// Loads `ptx` ([`load_module`]) and returns its kernel `name` and a stream of its own to launch it on.
+fn load_kernel(ptx: &str, name: &str) -> Result<(sys::CUfunction, sys::CUstream)> {
+    let module = load_module(ptx)?;
+    // SAFETY: the module was just loaded; a missing kernel is an error, not undefined behaviour.
+    let function = unsafe { result::module::get_function(module, CString::new(name)?) }?;
+    let stream = result::stream::create(result::stream::StreamKind::NonBlocking)?;
+    Ok((function, stream))
+}
+
 impl EmptyKernel {
     fn load() -> Result<Self> {
-        let ptx = CString::new(EMPTY_PTX)?;
-        let mut module = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated PTX string; the module stays loaded for the process.
-        unsafe { sys::cuModuleLoadData(&mut module, ptx.as_ptr().cast()) }.result()?;
-        // SAFETY: the module was just loaded and has this kernel.
-        let function = unsafe { result::module::get_function(module, CString::new("empty")?) }?;
-        let stream = result::stream::create(result::stream::StreamKind::NonBlocking)?;
+        let (function, stream) = load_kernel(EMPTY_PTX, "empty")?;
         Ok(Self { function, stream })
     }
 
@@ -307,10 +319,7 @@ fn bare_run(image: &Path) -> Result<()> {
     let context = unsafe { result::primary_ctx::retain(device) }?;
     // SAFETY: the context was just retained.
     unsafe { result::ctx::set_current(context) }?;
-    let text = CString::new(std::fs::read(image)?)?;
-    let mut module = std::ptr::null_mut();
-    // SAFETY: a NUL-terminated PTX string.
-    unsafe { sys::cuModuleLoadData(&mut module, text.as_ptr().cast()) }.result()?;
+    load_module(std::fs::read(image)?)?;
     EmptyKernel::load()?.launch_and_wait(&LaunchParams::SINGLE)?;
     Ok(())
 }
@@ -346,10 +355,7 @@ $after:
 /// comparator up to the largest grid it can run (beyond residency it never finishes).
 fn grid_scaling(images: &Path, repeat: usize) -> Result<Vec<Row>> {
     let mut session = session(images, "empty", &[])?;
-    let ptx = CString::new(BARRIER_PTX)?;
-    let mut module = std::ptr::null_mut();
-    // SAFETY: a NUL-terminated PTX string.
-    unsafe { sys::cuModuleLoadData(&mut module, ptx.as_ptr().cast()) }.result()?;
+    let module = load_module(BARRIER_PTX)?;
     // SAFETY: the module has this kernel and this global.
     let function = unsafe { result::module::get_function(module, CString::new("barrier_start")?) }?;
     // SAFETY: as above.
@@ -458,13 +464,7 @@ impl PingPong {
     const ROUNDS: u32 = 20_000;
 
     fn load() -> Result<Self> {
-        let ptx = CString::new(PING_PONG_PTX)?;
-        let mut module = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated PTX string; the module stays loaded for the process.
-        unsafe { sys::cuModuleLoadData(&mut module, ptx.as_ptr().cast()) }.result()?;
-        // SAFETY: the module has this kernel.
-        let function = unsafe { result::module::get_function(module, CString::new("ping_pong")?) }?;
-        let stream = result::stream::create(result::stream::StreamKind::NonBlocking)?;
+        let (function, stream) = load_kernel(PING_PONG_PTX, "ping_pong")?;
         Ok(Self { function, stream })
     }
 
@@ -721,10 +721,7 @@ fn vprintf_child(blocks: u32, fifo: usize) -> Result<()> {
         // SAFETY: a plain setting, before any launch.
         unsafe { sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_PRINTF_FIFO_SIZE, fifo) }.result()?;
     }
-    let text = CString::new(ptx)?;
-    let mut module = std::ptr::null_mut();
-    // SAFETY: a NUL-terminated PTX string.
-    unsafe { sys::cuModuleLoadData(&mut module, text.as_ptr().cast()) }.result()?;
+    let module = load_module(ptx)?;
     // SAFETY: the module has this kernel, which takes no parameters.
     unsafe {
         let function = result::module::get_function(module, CString::new("print_lines")?)?;
