@@ -143,15 +143,18 @@ impl LaunchParams {
     }
 }
 
+/// Bytes of block memory before the lane groups' part ([`block_memory_bytes`]).
+pub const BLOCK_MEMORY_HEADER: u32 = 16;
+
 /// Bytes of block memory per lane group ([`block_memory_bytes`]).
 pub const BLOCK_MEMORY_PER_GROUP: u32 = 16;
 
 /// Bytes of launch-sized block memory ("dynamic shared memory", 8-byte aligned) the loader requests with every launch
-/// of the three kernels, for `params` on a target with `lane_size` lanes per warp or wavefront: 16 bytes per lane
-/// group of a block, where the RPC client keeps the lock of each group's port when every group of the grid has a port
-/// of its own (`docs/rpc.md`). The startup reaches it through [`Gpu::block_memory`](crate::Gpu::block_memory).
+/// of the three kernels, for `params` on a target with `lane_size` lanes per warp or wavefront: 16 bytes where the RPC
+/// client keeps a copy of its setup, then 16 bytes per lane group of a block, where it keeps the group's port and that
+/// port's lock (`docs/rpc.md`). The startup reaches it through [`Gpu::block_memory`](crate::Gpu::block_memory).
 pub fn block_memory_bytes(params: &LaunchParams, lane_size: u32) -> u32 {
-    params.lane_groups_per_block(lane_size) * BLOCK_MEMORY_PER_GROUP
+    BLOCK_MEMORY_HEADER + params.lane_groups_per_block(lane_size) * BLOCK_MEMORY_PER_GROUP
 }
 
 #[cfg(test)]
@@ -189,10 +192,10 @@ mod tests {
     #[test]
     fn block_memory_holds_a_word_per_lane_group() {
         let block = |x, y| LaunchParams { threads: [x, y, 1], blocks: [3, 1, 1] };
-        assert_eq!(block_memory_bytes(&block(1, 1), 32), 16);
-        assert_eq!(block_memory_bytes(&block(32, 1), 32), 16);
-        assert_eq!(block_memory_bytes(&block(33, 1), 32), 32);
-        assert_eq!(block_memory_bytes(&block(16, 64), 32), 512);
-        assert_eq!(block_memory_bytes(&block(1024, 1), 64), 256);
+        assert_eq!(block_memory_bytes(&block(1, 1), 32), 16 + 16);
+        assert_eq!(block_memory_bytes(&block(32, 1), 32), 16 + 16);
+        assert_eq!(block_memory_bytes(&block(33, 1), 32), 16 + 32);
+        assert_eq!(block_memory_bytes(&block(16, 64), 32), 16 + 512);
+        assert_eq!(block_memory_bytes(&block(1024, 1), 64), 16 + 256);
     }
 }

@@ -6,7 +6,7 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
 
-use super::sync::{AtomicU32, AtomicU64};
+use super::sync::{AtomicPtr, AtomicU32, AtomicU64};
 use super::{
     Layout, MAX_PORTS, PACKET_BYTES, PACKET_WORDS, Packet, Region, first_packet_bytes, gather, opcode, scatter,
 };
@@ -190,11 +190,17 @@ impl<G: Gpu> Client<G> {
     pub fn open(&self, opcode: u32) -> Port<'_, G> {
         let mask = G::lane_mask();
         let leader = G::lane_id() == mask.trailing_zeros();
-        let (region, epoch) = view::<G>(self.setup());
-        let port_count = region.layout().port_count();
-        match own_port::<G>(port_count) {
-            Some(own) => self.open_own(opcode, region, epoch, own, mask, leader),
-            None => self.open_shared(opcode, region, epoch, 0..port_count, mask, leader),
+        let Some(block) = Block::<G>::get() else {
+            let (region, epoch) = view::<G>(self.setup());
+            return self.open_shared(opcode, region, epoch, 0..region.layout().port_count(), mask, leader);
+        };
+        // The block's copy of the setup and the group's port, as `prepare_block` left them: shared memory, which no
+        // acquire of the host's hand-off evicts, where the client's own setup would be read from L2 after every one.
+        let lock = block.lock(linear_thread(G::thread_ids(), &G::launch_shape()) / G::LANE_SIZE);
+        let (region, epoch) = view::<G>(block.setup().load());
+        match lock.own_port() {
+            Some(index) => self.open_own(opcode, region, epoch, OwnPort { index, lock }, mask, leader),
+            None => self.open_shared(opcode, region, epoch, 0..region.layout().port_count(), mask, leader),
         }
     }
 
@@ -297,9 +303,13 @@ impl<G: Gpu> Client<G> {
     /// too) would wait for itself forever: it takes a shared port among those no warp owns instead, and traps where
     /// there are none (the grid has as many warps as the region has ports).
     fn open_own(&self, opcode: u32, region: Region, epoch: u32, own: OwnPort, mask: u64, leader: bool) -> Port<'_, G> {
-        let OwnPort { index, lock, unowned } = own;
+        let OwnPort { index, lock } = own;
         let held = G::broadcast_first(mask, if leader { lock.lock::<G>(mask) } else { 0 });
         if held == GroupLock::HELD_BY_THIS_GROUP {
+            // Ports from the grid's lane group count on belong to nobody in this kernel (`own_port_index`).
+            let shape = G::launch_shape();
+            let owned = shape.lane_groups_per_block(G::LANE_SIZE) * shape.blocks_in_grid() as u32;
+            let unowned = owned..region.layout().port_count();
             if unowned.is_empty() {
                 G::trap();
             }
@@ -345,18 +355,25 @@ impl<G: Gpu> Client<G> {
         port
     }
 
-    /// Prepares the calling block's memory ([`Gpu::block_memory`]) for a new kernel: clears every group lock (see
-    /// [`Client::open_own`]), then waits for the whole block.
+    /// Prepares the calling block's memory ([`Gpu::block_memory`]) for a new kernel: copies the client's setup there,
+    /// gives every lane group of the block its lock (see [`Client::open_own`]) and its port when the grid has one for
+    /// each, then waits for the whole block.
     ///
     /// # Safety
-    /// Every thread of the block must call this at the start of each kernel, before any of them uses the client.
+    /// Every thread of the block must call this at the start of each kernel, after [`Client::reset`] and before any
+    /// of them uses the client.
     pub unsafe fn prepare_block(&self) {
         let Some(block) = Block::<G>::get() else { return };
         let shape = G::launch_shape();
-        let thread = linear_thread(G::thread_ids(), &shape);
-        // One thread per word, so the block clears them all at once.
+        let ids = G::thread_ids();
+        let thread = linear_thread(ids, &shape);
+        let setup = self.setup();
+        if thread == 0 {
+            block.setup().store(setup);
+        }
+        // One thread per lock, so the block prepares them all at once.
         if thread < shape.lane_groups_per_block(G::LANE_SIZE) {
-            block.lock(thread).clear();
+            block.lock(thread).clear(own_port_index::<G>(&shape, ids.block, thread, setup.port_count));
         }
         G::sync_block();
     }
@@ -434,7 +451,7 @@ impl<G: Gpu> Client<G> {
     }
 }
 
-/// Polls of the server outbox with one pause between them before the pauses start to double: a reply to a lone
+/// Polls of the server outbox without a pause between them before the pauses start (then doubling): a reply to a lone
 /// thread comes within a few polls (each a read of host memory, about a microsecond), so only long waits back off.
 /// On the H200 the back-off took a million-line `println!` from 1.0–1.3 s to 0.7 s and left the round trip as it was.
 const BACK_OFF_AFTER: u32 = 16;
@@ -444,30 +461,30 @@ struct OwnPort {
     index: u32,
     /// The lock the groups of the warp share.
     lock: &'static GroupLock,
-    /// The ports no warp owns in this kernel.
-    unowned: core::ops::Range<u32>,
 }
 
-/// The calling group's own port, or `None` when groups take shared ports: the grid has more warps than the region
-/// has ports, or the target has no block memory.
-fn own_port<G: Gpu>(port_count: u32) -> Option<OwnPort> {
-    let block = Block::<G>::get()?;
-    let shape = G::launch_shape();
+/// The port of lane group `group` of block `block` in a kernel launched as `shape`, or `None` when groups take shared
+/// ports: the grid has more lane groups than the region (`port_count`) has ports. Lane group `w` of the grid, counted
+/// block by block, gets port `w`.
+fn own_port_index<G: Gpu>(
+    shape: &crate::abi::LaunchParams,
+    block: [u32; 3],
+    group: u32,
+    port_count: u32,
+) -> Option<u32> {
     let groups = shape.lane_groups_per_block(G::LANE_SIZE);
-    let owned = u64::from(groups) * shape.blocks_in_grid();
-    if owned > u64::from(port_count) {
+    if u64::from(groups) * shape.blocks_in_grid() > u64::from(port_count) {
         return None;
     }
-    let ids = G::thread_ids();
-    let group = linear_thread(ids, &shape) / G::LANE_SIZE;
-    let [bx, by, bz] = ids.block;
+    let [bx, by, bz] = block;
     let [gx, gy, _] = shape.blocks;
     // Below `port_count / groups`, as the grid fits: no overflow.
     let block_index = bx + gx * (by + gy * bz);
-    Some(OwnPort { index: block_index * groups + group, lock: block.lock(group), unowned: owned as u32..port_count })
+    Some(block_index * groups + group)
 }
 
-/// The calling block's memory, as the client lays it out: one [`GroupLock`] per lane group of the block.
+/// The calling block's memory, as the client lays it out: a copy of the client's setup ([`BlockSetup`]), then one
+/// [`GroupLock`] per lane group of the block.
 struct Block<G: Gpu> {
     base: NonNull<super::BlockMemory>,
     _gpu: PhantomData<fn() -> G>,
@@ -478,12 +495,68 @@ impl<G: Gpu> Block<G> {
         Some(Self { base: G::block_memory()?, _gpu: PhantomData })
     }
 
+    /// The block's copy of the setup.
+    fn setup<'k>(&self) -> &'k BlockSetup {
+        // SAFETY: the launch gave the block `abi::block_memory_bytes`, which start with `BLOCK_MEMORY_HEADER` bytes
+        // for this, 8-byte aligned. They live while the kernel runs.
+        unsafe { self.base.cast::<BlockSetup>().as_ref() }
+    }
+
     /// The lock of lane group `group` of the block, for as long as the caller uses it within this kernel.
     fn lock<'k>(&self, group: u32) -> &'k GroupLock {
-        // SAFETY: the launch gave the block `abi::block_memory_bytes`, a lock per lane group, and `group` is a lane
-        // group of the block (callers compute it from the thread's place in it). The words live while the kernel
-        // runs, longer than any port opened in it.
-        unsafe { self.base.cast::<GroupLock>().add(group as usize).as_ref() }
+        // SAFETY: the launch gave the block `abi::block_memory_bytes`: after the header, a lock per lane group, and
+        // `group` is a lane group of the block (callers compute it from the thread's place in it). The words live
+        // while the kernel runs, longer than any port opened in it.
+        unsafe {
+            let locks = self.base.cast::<u8>().add(core::mem::offset_of!(BlockLayout, locks)).cast::<GroupLock>();
+            locks.add(group as usize).as_ref()
+        }
+    }
+}
+
+/// How the client lays out block memory: the setup, then the locks of as many lane groups as the block has.
+#[repr(C)]
+struct BlockLayout {
+    setup: BlockSetup,
+    locks: [GroupLock; 0],
+}
+
+// The loader sizes block memory by these (loom's atomics are larger, and live in host memory only).
+#[cfg(not(loom))]
+const _: () = {
+    assert!(core::mem::offset_of!(BlockLayout, locks) as u32 == crate::abi::BLOCK_MEMORY_HEADER);
+    assert!(size_of::<GroupLock>() as u32 == crate::abi::BLOCK_MEMORY_PER_GROUP);
+};
+
+/// The client's setup as a block keeps it during a kernel (`Client::prepare_block` writes it before the block
+/// barrier, every later access reads it). Atomics so that the host models may share it between threads; on the GPU
+/// they are plain loads of shared memory.
+#[repr(C)]
+pub(super) struct BlockSetup {
+    region: AtomicPtr<c_void>,
+    port_count: AtomicU32,
+    epoch: AtomicU32,
+}
+
+impl BlockSetup {
+    /// A setup no client has, as block memory may hold when a kernel starts.
+    #[cfg(any(test, feature = "host"))]
+    pub(super) fn garbage() -> Self {
+        Self { region: AtomicPtr::new(core::ptr::null_mut()), port_count: AtomicU32::new(0), epoch: AtomicU32::new(0) }
+    }
+
+    fn store(&self, setup: Setup) {
+        self.region.store(setup.region, Ordering::Relaxed);
+        self.port_count.store(setup.port_count, Ordering::Relaxed);
+        self.epoch.store(setup.epoch, Ordering::Relaxed);
+    }
+
+    fn load(&self) -> Setup {
+        Setup {
+            region: self.region.load(Ordering::Relaxed),
+            port_count: self.port_count.load(Ordering::Relaxed),
+            epoch: self.epoch.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -513,15 +586,12 @@ pub(super) struct GroupLock {
     /// As a device-memory lock word: bit 0 LOCKED, bits 1-2 the memo; then bit 3 KNOWN: the memo is valid (0 once
     /// `prepare_block` cleared the word: no group used the port yet in this kernel).
     word: AtomicU32,
-    reserved: AtomicU32,
+    /// The group's own port + 1 in this kernel, or 0 when the group takes shared ports ([`own_port_index`]).
+    port: AtomicU32,
     /// The holder's lane mask (0 while the lock is free), so that a group that opens a port while it holds the lock
     /// can tell itself from a divergent group that waits its turn.
     holder: AtomicU64,
 }
-
-// The loader sizes block memory by this (loom's atomics are larger, and live in host memory only).
-#[cfg(not(loom))]
-const _: () = assert!(size_of::<GroupLock>() as u32 == crate::abi::BLOCK_MEMORY_PER_GROUP);
 
 impl GroupLock {
     /// The "epoch" of a memo in a group lock: valid memos have bit 3 set and nothing above.
@@ -534,13 +604,19 @@ impl GroupLock {
     /// A lock full of bits that only [`GroupLock::clear`] makes usable, as block memory is when a kernel starts.
     #[cfg(any(test, feature = "host"))]
     pub(super) fn garbage() -> Self {
-        Self { word: AtomicU32::new(u32::MAX), reserved: AtomicU32::new(u32::MAX), holder: AtomicU64::new(u64::MAX) }
+        Self { word: AtomicU32::new(u32::MAX), port: AtomicU32::new(u32::MAX), holder: AtomicU64::new(u64::MAX) }
     }
 
-    /// Frees the lock and forgets the memo, for a new kernel.
-    fn clear(&self) {
+    /// Frees the lock, forgets the memo and records the group's port, for a new kernel.
+    fn clear(&self, port: Option<u32>) {
         self.word.store(0, Ordering::Relaxed);
+        self.port.store(port.map_or(0, |port| port + 1), Ordering::Relaxed);
         self.holder.store(0, Ordering::Relaxed);
+    }
+
+    /// The group's own port in this kernel, if it has one.
+    fn own_port(&self) -> Option<u32> {
+        self.port.load(Ordering::Relaxed).checked_sub(1)
     }
 
     /// Takes the lock for the group `mask`, waiting while another group of the warp holds it; run by the group's
@@ -637,13 +713,18 @@ impl<G: Gpu> Port<'_, G> {
             if G::ballot(self.mask, inbox == self.out) == self.mask {
                 break;
             }
-            // Back off exponentially after a few polls, to at most 64 pauses: each poll is a read of host memory,
-            // and thousands of waiting groups polling flat out slow down every such read, the ones that would see
-            // the server's hand-off included.
-            for _ in 0..1u32 << polls.saturating_sub(BACK_OFF_AFTER).min(6) {
-                G::sleep_briefly();
+            // The first polls follow each other at once: each is a read of host memory (over a microsecond on the
+            // H200), long enough a pause by itself, and a reply that comes soon is seen soonest. Then back off
+            // exponentially, to at most 64 pauses: thousands of waiting groups polling flat out slow down every
+            // such read, the ones that would see the server's hand-off included.
+            if polls < BACK_OFF_AFTER {
+                super::sync::spin_pause(polls);
+            } else {
+                for _ in 0..1u32 << (polls - BACK_OFF_AFTER).min(6) {
+                    G::sleep_briefly();
+                }
             }
-            polls += 1;
+            polls = polls.saturating_add(1);
         }
         self.owns = true;
     }

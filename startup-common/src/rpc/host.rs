@@ -10,14 +10,19 @@ use super::{Layout, ServerPort};
 
 /// Block memory in ordinary host memory, for host models of a block with `N` lane groups: it starts as garbage, as
 /// on a GPU (all bits set: every lock word looks taken), until the block's threads call `Client::prepare_block`.
+/// Laid out as `client::BlockLayout` with `N` locks.
 #[repr(C)]
 pub struct HostBlockMemory<const N: usize> {
+    setup: super::client::BlockSetup,
     locks: [super::client::GroupLock; N],
 }
 
 impl<const N: usize> Default for HostBlockMemory<N> {
     fn default() -> Self {
-        Self { locks: core::array::from_fn(|_| super::client::GroupLock::garbage()) }
+        Self {
+            setup: super::client::BlockSetup::garbage(),
+            locks: core::array::from_fn(|_| super::client::GroupLock::garbage()),
+        }
     }
 }
 

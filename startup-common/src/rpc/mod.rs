@@ -36,9 +36,9 @@ compile_error!("the loom models need `std`: build them with `--features host`");
 /// The atomic types of the region and the client locks: loom's when modelling, core's otherwise.
 pub mod sync {
     #[cfg(not(loom))]
-    pub use core::sync::atomic::{AtomicU32, AtomicU64};
+    pub use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64};
     #[cfg(loom)]
-    pub use loom::sync::atomic::{AtomicU32, AtomicU64};
+    pub use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64};
 
     /// A pause in a loop that waits for the other side (`spins` is how often it has waited so far). It spins; on a
     /// host with `std`, a wait that lasts (a client thread that needs this core to make progress, as in host tests)
