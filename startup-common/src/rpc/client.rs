@@ -229,50 +229,32 @@ impl<G: Gpu> Client<G> {
                 // Order the lock before every lane's accesses to the port.
                 G::sync_lanes(mask);
                 let memo = PortMemo::decode(left, epoch);
-                if let Some(PortMemo { out, owned: true }) = memo {
+                let (out, ready) = match memo {
                     // The last holder received last: the buffers are the client's, with no host memory read. The
                     // lock's release and acquire (then `sync_lanes`) order the last holder's acquire of the server's
                     // hand-off before this group's accesses.
-                    if leader {
-                        region.opcode(index).store(opcode as u64, Ordering::Relaxed);
-                        region.mask(index).store(mask, Ordering::Relaxed);
+                    Some(PortMemo { out, owned: true }) => (out, true),
+                    _ => {
+                        // Only lock holders write the client outbox, so the leader (who acquired the lock) knows its
+                        // latest value, from the memo or from the region; the other lanes take the leader's.
+                        let out = match memo {
+                            Some(memo) => memo.out,
+                            None => {
+                                let out = region.client_outbox(index).load(Ordering::Relaxed) as u32;
+                                G::broadcast_first(mask, out) as u64
+                            }
+                        };
+                        // Each lane acquires the server's hand-off itself, so its own buffer accesses are ordered
+                        // after it.
+                        let inbox = region.server_outbox(index).load(Ordering::Acquire);
+                        (out, G::ballot(mask, inbox == out) == mask)
                     }
-                    return Port {
-                        client: self,
-                        region,
-                        index,
-                        mask,
-                        epoch,
-                        out,
-                        owns: true,
-                        receive: false,
-                        own: None,
-                    };
-                }
-                // Only lock holders write the client outbox, so the leader (who acquired the lock) knows its latest
-                // value, from the memo or from the region; the other lanes take the leader's.
-                let out = match memo {
-                    Some(memo) => memo.out,
-                    None => G::broadcast_first(mask, region.client_outbox(index).load(Ordering::Relaxed) as u32) as u64,
                 };
-                // Each lane acquires the server's hand-off itself, so its own buffer accesses are ordered after it.
-                let inbox = region.server_outbox(index).load(Ordering::Acquire);
-                if G::ballot(mask, inbox == out) == mask {
-                    if leader {
-                        region.opcode(index).store(opcode as u64, Ordering::Relaxed);
-                        region.mask(index).store(mask, Ordering::Relaxed);
-                    }
-                    return Port {
-                        client: self,
-                        region,
-                        index,
-                        mask,
-                        epoch,
-                        out,
-                        owns: true,
-                        receive: false,
-                        own: None,
-                    };
+                if ready {
+                    let port =
+                        Port { client: self, region, index, mask, epoch, out, owns: true, receive: false, own: None };
+                    port.write_header(opcode, leader);
+                    return port;
                 }
                 // The server still owns this port (it has not finished the previous message): try another.
                 G::sync_lanes(mask);
@@ -348,10 +330,7 @@ impl<G: Gpu> Client<G> {
         };
         // Unlike a shared port, this one is never traded for another: the group waits for it.
         port.wait_for_ownership();
-        if leader {
-            region.opcode(index).store(opcode as u64, Ordering::Relaxed);
-            region.mask(index).store(mask, Ordering::Relaxed);
-        }
+        port.write_header(opcode, leader);
         port
     }
 
@@ -695,6 +674,14 @@ impl<G: Gpu> Port<'_, G> {
     /// The lanes using the port.
     pub fn lane_mask(&self) -> u64 {
         self.mask
+    }
+
+    /// Writes the message's header (opcode, lanes); the group owns the buffers, and its leader writes for all.
+    fn write_header(&self, opcode: u32, leader: bool) {
+        if leader {
+            self.region.opcode(self.index).store(u64::from(opcode), Ordering::Relaxed);
+            self.region.mask(self.index).store(self.mask, Ordering::Relaxed);
+        }
     }
 
     fn packet(&self) -> Packet<'_> {
