@@ -173,14 +173,23 @@ fn warps_use_their_own_ports_when_the_region_has_enough() {
 
 /// A group that opens a port while it holds its warp's own one (as a panic report inside a port operation does)
 /// takes a port no warp owns; where there is none it traps (on a GPU the loader reports a device fault) rather than
-/// wait for itself forever.
+/// wait for itself forever. Both for divergent groups and for a whole warp, which takes its lock without an atomic.
 #[test]
 fn a_group_that_opens_a_second_port_takes_one_no_warp_owns() {
+    for groups in [&[0b0011, 0b1100][..], &[0b1111]] {
+        a_group_opens_a_second_port(groups);
+    }
+    for groups in [&[0b0001, 0b0010, 0b0100, 0b1000][..], &[0b1111]] {
+        a_group_opens_a_second_port_where_none_is_free(groups);
+    }
+}
+
+fn a_group_opens_a_second_port(groups: &[u64]) {
     let rounds = scaled(20, 1) as u64;
     let region = region(2, SIM_LANES);
     let client = client(&region);
     let mut server = TestServer::new(&region);
-    run_warps(&mut server, &client, (1, true), &[0b0011, 0b1100], |client, _warp, lane| {
+    run_warps(&mut server, &client, (1, true), groups, |client, _warp, lane| {
         for r in 0..rounds {
             let mut outer = client.open(opcode::TEST_INCREMENT);
             assert_eq!(outer.index(), 0, "the warp's own port");
@@ -196,12 +205,14 @@ fn a_group_that_opens_a_second_port_takes_one_no_warp_owns() {
         }
     });
     assert_eq!(server.seen.increments, 3 * 4 * rounds as usize);
+}
 
+fn a_group_opens_a_second_port_where_none_is_free(groups: &[u64]) {
     let region = self::region(1, SIM_LANES);
     let client = self::client(&region);
     let mut server = TestServer::new(&region);
     let trapped = std::sync::atomic::AtomicU32::new(0);
-    run_warps(&mut server, &client, (1, true), &[0b0001, 0b0010, 0b0100, 0b1000], |client, _warp, _lane| {
+    run_warps(&mut server, &client, (1, true), groups, |client, _warp, _lane| {
         let outer = client.open(opcode::TEST_INCREMENT);
         let inner = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| client.open(opcode::TEST_INCREMENT)));
         let message = inner.err().and_then(|panic| panic.downcast_ref::<&str>().map(|s| s.to_string()));
