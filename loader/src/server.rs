@@ -168,6 +168,7 @@ impl HostServer {
         this.register(opcode::TEST_ECHO, Box::new(handle_echo));
         this.register(opcode::TEST_NOOP, Box::new(handle_noop));
         this.register(opcode::TEST_INTERFACE, Box::new(handle_interface));
+        this.register(opcode::TEST_HAND_OFFS, Box::new(handle_hand_offs));
         this
     }
 
@@ -303,6 +304,17 @@ fn handle_noop(port: &mut ServerPort<'_>, _: &mut Context) -> Result<(), ServerE
     Ok(())
 }
 
+/// The host's half of `Client::test_hand_offs`: hands the buffers back, empty, as soon as it has them, `rounds + 1`
+/// times.
+fn handle_hand_offs(port: &mut ServerPort<'_>, _: &mut Context) -> Result<(), ServerError> {
+    let mut rounds = 0;
+    port.recv(|_, packet| rounds = packet.get(0));
+    for _ in 0..=rounds {
+        port.send(|_, _| {});
+    }
+    Ok(())
+}
+
 /// The host's half of `Client::test_interface`: answers each lane's value with its successor, checking that every
 /// packet carries the id of the lane whose slot it arrived in; the last packet says whether all did.
 fn handle_interface(port: &mut ServerPort<'_>, _: &mut Context) -> Result<(), ServerError> {
@@ -390,6 +402,7 @@ mod tests {
         let (outcome, out, err) = run(4, |client, n| {
             assert_eq!(client.test_increment(n as u64), n as u64 + 1);
             assert!(client.test_interface(5 + n as u32));
+            client.test_hand_offs(3 + n as u32);
             let mut echo = [0u8; 300];
             let input: Vec<u8> = (0..200 + n).map(|i| i as u8).collect();
             assert_eq!(client.test_echo(&input, &mut echo), input.len());

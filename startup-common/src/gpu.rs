@@ -98,11 +98,21 @@ pub unsafe trait Gpu: 'static {
         word.swap(value, core::sync::atomic::Ordering::Release);
     }
 
+    /// A clock in nanoseconds, the same for every thread of the device, for measuring on the device.
+    fn nanoseconds() -> u64;
+
     /// Ends the calling thread; the rest of the grid runs on.
     fn end_thread() -> !;
 
     /// Stops the whole kernel abnormally; the host sees a device fault.
     fn trap() -> !;
+}
+
+/// Nanoseconds since the process first asked: the host's stand-in for a device clock.
+#[cfg(any(test, feature = "host"))]
+pub fn host_nanoseconds() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
 }
 
 /// One host thread as a lane group of one: every operation is trivial, so the shared logic runs unchanged on the
@@ -169,6 +179,10 @@ unsafe impl Gpu for HostThread {
 
     /// A block of one thread has no one to wait for.
     fn sync_block() {}
+
+    fn nanoseconds() -> u64 {
+        host_nanoseconds()
+    }
 
     fn end_thread() -> ! {
         // A host thread that "ends" inside a test must not unwind through the caller's stack frames, which still

@@ -174,6 +174,14 @@ unsafe impl Gpu for Nvptx {
         }
     }
 
+    fn nanoseconds() -> u64 {
+        let time: u64;
+        // SAFETY: reading the global timer (nanoseconds, the same on every SM) has no preconditions. Not `pure`: it
+        // changes between reads.
+        unsafe { asm!("mov.u64 {}, %globaltimer;", out(reg64) time, options(nomem, nostack)) };
+        time
+    }
+
     fn end_thread() -> ! {
         // SAFETY: `exit` ends this thread; nothing after it runs, and other threads go on.
         unsafe { asm!("exit;", options(noreturn, nostack)) }

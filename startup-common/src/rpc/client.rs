@@ -430,6 +430,23 @@ impl<G: Gpu> Client<G> {
         ok
     }
 
+    /// Test operation: `rounds` bare hand-offs of the port's buffers to the host and back, timed on the device
+    /// ([`opcode::TEST_HAND_OFFS`]): the round trip's baseline, with none of a message's costs. Returns the
+    /// nanoseconds the rounds took ([`Gpu::nanoseconds`]).
+    pub fn test_hand_offs(&self, rounds: u32) -> u64 {
+        let mut port = self.open(opcode::TEST_HAND_OFFS);
+        port.send(|packet| packet.set(0, u64::from(rounds)));
+        // The host's first hand-off answers the request; each receive after it hands the buffers back first.
+        port.recv(|_| {});
+        let started = G::nanoseconds();
+        for _ in 0..rounds {
+            port.recv(|_| {});
+        }
+        let elapsed = G::nanoseconds().wrapping_sub(started);
+        port.close();
+        elapsed
+    }
+
     /// Test operation: streams `input` to the host, which streams it back into `output` (as much as fits). Returns
     /// the length the host sent, `input.len()`. Each lane has its own input and output.
     pub fn test_echo(&self, input: &[u8], output: &mut [u8]) -> usize {

@@ -109,6 +109,11 @@ pub mod opcode {
     /// Test: alternating sends and receives on one port, each lane's packets carrying its lane id (LLVM's
     /// rpc_interface_test): the first packet holds the number of rounds.
     pub const TEST_INTERFACE: u32 = 0x103;
+    /// Test: the first packet holds a number of rounds `n`; then the port's buffers go back and forth `n + 1` times
+    /// with nothing in them, the server handing them over as soon as it has them. The protocol's hand-off alone (no
+    /// port lock, header, scan or dispatch): the baseline of the round trip, measured on the same port, SM and host
+    /// thread as the messages it is compared with. The server does nothing else meanwhile.
+    pub const TEST_HAND_OFFS: u32 = 0x104;
     /// Opcodes from here on are free for programs and loaders to define.
     pub const FIRST_USER: u32 = 0x1_0000;
 }

@@ -435,6 +435,10 @@ mod loom_models {
         /// The models prepare the block on their main thread, as lane 0, before they start the lanes.
         fn sync_block() {}
 
+        fn nanoseconds() -> u64 {
+            crate::gpu::host_nanoseconds()
+        }
+
         fn end_thread() -> ! {
             unreachable!("no lane ends in the models")
         }

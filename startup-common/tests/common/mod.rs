@@ -282,6 +282,10 @@ unsafe impl Gpu for SimWarp {
         with_lane(|state| Arc::clone(&state.launch)).barrier.wait();
     }
 
+    fn nanoseconds() -> u64 {
+        startup_common::gpu::host_nanoseconds()
+    }
+
     fn end_thread() -> ! {
         panic!("a simulated lane ended")
     }

@@ -1,11 +1,16 @@
 //! One thread makes `argv[1]` RPC round trips (default 1000): the channel's latency, as the benchmarks measure it;
 //! every other thread returns at once. Each carries a number each way (test increment, checked), or nothing (test
 //! noop) when `argv[2]` is `empty`.
+//!
+//! With `compare` as `argv[2]`, the thread alternates, [`COMPARE_REPEATS`] times, `argv[1]` empty messages with as
+//! many bare hand-offs of one port's buffers (test hand-offs), times both with the device's clock and prints
+//! `round trip ps: message M hand-off H` (picoseconds per round trip, each summed over the repeats): the protocol's
+//! cost against the hardware's, on the same SM, port and host thread.
 #![no_std]
 
 use core::ffi::{CStr, c_char, c_int};
 
-use startup_common::Gpu;
+use startup_common::{Gpu, println};
 #[cfg(target_arch = "amdgpu")]
 use startup_amdgpu as rt;
 #[cfg(target_arch = "nvptx64")]
@@ -28,8 +33,24 @@ pub extern "C" fn main(argc: c_int, argv: *mut *mut c_char, _envp: *mut *mut c_c
         1000
     };
     // SAFETY: as above; a second argument is optional.
-    let empty = argc > 2 && unsafe { CStr::from_ptr(*argv.add(2)) }.to_bytes() == b"empty";
-    if empty {
+    let mode = if argc > 2 { unsafe { CStr::from_ptr(*argv.add(2)) }.to_bytes() } else { b"" };
+    if mode == b"compare" {
+        let Ok(rounds) = u32::try_from(rounds) else { return 2 };
+        let client = rt::RUNTIME.client();
+        let (mut messages, mut hand_offs) = (0u64, 0u64);
+        for _ in 0..COMPARE_REPEATS {
+            let started = rt::Target::nanoseconds();
+            for _ in 0..rounds {
+                client.test_noop();
+            }
+            messages += rt::Target::nanoseconds() - started;
+            hand_offs += client.test_hand_offs(rounds);
+        }
+        let per_round = |ns: u64| ns * 1000 / (u64::from(rounds.max(1)) * u64::from(COMPARE_REPEATS));
+        println!("round trip ps: message {} hand-off {}", per_round(messages), per_round(hand_offs));
+        return 0;
+    }
+    if mode == b"empty" {
         for _ in 0..rounds {
             rt::RUNTIME.client().test_noop();
         }
@@ -41,3 +62,6 @@ pub extern "C" fn main(argc: c_int, argv: *mut *mut c_char, _envp: *mut *mut c_c
     }
     if value == rounds { 0 } else { 1 }
 }
+
+/// How often `compare` alternates the two loops: machine states that come and go touch both alike.
+const COMPARE_REPEATS: u32 = 5;
