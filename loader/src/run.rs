@@ -346,18 +346,22 @@ fn serve<B: Backend>(
     let mut last_look = Instant::now();
     let mut busy_passes = 0u32;
     loop {
-        let outcome = server.poll().map_err(|error| LoaderError::Rpc(error.to_string()))?;
+        let outcome = server
+            .poll_watched(&mut || client_cannot_answer(backend, deadline))
+            .map_err(|error| LoaderError::Rpc(error.to_string()))?;
         let worked = server.served_last_poll();
         if let Some(outcome) = outcome {
             // Messages other threads posted before the exit still count: serve until a pass finds nothing.
-            drain(server)?;
+            drain(backend, server)?;
             let status = match outcome {
                 Outcome::Exit(code) => RunStatus::Exited(code),
                 Outcome::Abort => RunStatus::Aborted,
             };
             return Ok(RunReport { status, finished: settle(backend, server)? });
         }
-        if worked {
+        if server.abandoned_a_message() {
+            // A client stopped answering in the middle of a message: find out why now.
+        } else if worked {
             busy_passes += 1;
             // A program that never stops printing must still be stoppable by `--timeout` and signals, and a fault
             // still noticed: look up from the ports now and then even while they are busy.
@@ -377,7 +381,7 @@ fn serve<B: Backend>(
         match backend.poll()? {
             Progress::Running => {}
             Progress::Finished => {
-                drain(server)?;
+                drain(backend, server)?;
                 return match server.outcome() {
                     Some(Outcome::Exit(code)) => Ok(RunReport { status: RunStatus::Exited(code), finished: true }),
                     Some(Outcome::Abort) => Ok(RunReport { status: RunStatus::Aborted, finished: true }),
@@ -385,14 +389,14 @@ fn serve<B: Backend>(
                 };
             }
             Progress::Faulted(message) => {
-                drain(server)?;
+                drain(backend, server)?;
                 // SAFETY: the control block is host-mapped memory the backend keeps alive; the kernels only write it.
                 let progress = unsafe { std::ptr::addr_of!((*control).progress).read_volatile() };
                 return Err(LoaderError::DeviceFault { kernel: faulted_kernel(progress).name(), message });
             }
         }
         if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-            drain(server)?;
+            drain(backend, server)?;
             eprintln!(
                 "gpu-loader: the program ran past its {:?} timeout and was stopped",
                 options.timeout.unwrap_or_default()
@@ -400,7 +404,7 @@ fn serve<B: Backend>(
             return Ok(RunReport { status: RunStatus::TimedOut, finished: false });
         }
         if let Some(signal) = pending_signal() {
-            drain(server)?;
+            drain(backend, server)?;
             return Ok(RunReport { status: RunStatus::Interrupted(signal), finished: false });
         }
     }
@@ -420,7 +424,7 @@ fn settle<B: Backend>(backend: &mut B, server: &mut HostServer) -> Result<bool> 
             Progress::Finished => return Ok(true),
             Progress::Faulted(_) => return Ok(false),
             Progress::Running if Instant::now() >= deadline => return Ok(false),
-            Progress::Running => drain(server)?,
+            Progress::Running => drain(backend, server)?,
         }
     }
 }
@@ -428,15 +432,26 @@ fn settle<B: Backend>(backend: &mut B, server: &mut HostServer) -> Result<bool> 
 /// Serves until a pass over the ports finds no work, so that messages sent before the end still arrive; but for at
 /// most [`DRAIN_LIMIT`]: threads that go on printing after another thread's `exit` would otherwise keep the loader
 /// serving forever.
-fn drain(server: &mut HostServer) -> Result<()> {
+fn drain<B: Backend>(backend: &mut B, server: &mut HostServer) -> Result<()> {
     let deadline = Instant::now() + DRAIN_LIMIT;
     loop {
-        server.poll().map_err(|error| LoaderError::Rpc(error.to_string()))?;
+        server
+            .poll_watched(&mut || client_cannot_answer(backend, Some(deadline)))
+            .map_err(|error| LoaderError::Rpc(error.to_string()))?;
         if !server.served_last_poll() || Instant::now() >= deadline {
             break;
         }
     }
     server.flush().map_err(|error| LoaderError::Rpc(error.to_string()))
+}
+
+/// Whether a client that keeps the server waiting in the middle of a message may never answer, so that the server
+/// should give up on it: its kernels are no longer running (a fault ends them all), `deadline` has passed, or the
+/// loader was interrupted. The serve loop then finds out which and ends the run.
+fn client_cannot_answer<B: Backend>(backend: &mut B, deadline: Option<Instant>) -> bool {
+    !matches!(backend.poll(), Ok(Progress::Running))
+        || deadline.is_some_and(|deadline| Instant::now() >= deadline)
+        || pending_signal().is_some()
 }
 
 /// How long the loader goes on serving after the program's end, for messages already on their way.
@@ -456,6 +471,7 @@ mod tests {
     use super::*;
     use startup_common::Gpu;
     use startup_common::gpu::HostThread;
+    use startup_common::io::Stream;
     use startup_common::rpc::Client;
     use std::ffi::c_void;
     use std::sync::atomic::AtomicBool;
@@ -464,9 +480,11 @@ mod tests {
     static TORN_DOWN: AtomicBool = AtomicBool::new(false);
 
     /// A backend without a device: its `_start` is one host thread's message with an opcode nobody serves, after
-    /// which that thread would wait for an answer forever (as a GPU thread would); the kernels never finish.
+    /// which that thread would wait for an answer forever (as a GPU thread would); the kernels never finish. Or, when
+    /// `faults_mid_stream`, the first packet of a long line, after which the kernels fault.
     struct StandIn {
         region: Option<*mut c_void>,
+        faults_mid_stream: bool,
     }
 
     impl Backend for StandIn {
@@ -495,14 +513,18 @@ mod tests {
                 // SAFETY: the first allocation is the session's zeroed RPC region, for the default port count and
                 // one lane, and it is never freed.
                 unsafe { client.reset(self.region.unwrap(), rpc::DEFAULT_PORT_COUNT) };
-                let mut port = client.open(0x4242);
-                port.send(|_| {});
-                port.close();
+                if self.faults_mid_stream {
+                    crate::server::tests::first_packet_of_a_write(client, Stream::Stderr, 500, b"cut short");
+                } else {
+                    let mut port = client.open(0x4242);
+                    port.send(|_| {});
+                    port.close();
+                }
             }
             Ok(())
         }
         fn poll(&mut self) -> Result<Progress> {
-            Ok(Progress::Running)
+            Ok(if self.faults_mid_stream { Progress::Faulted("stand-in fault".into()) } else { Progress::Running })
         }
         fn resource_usage(&self, _: Kernel) -> Result<ResourceUsage> {
             Ok(ResourceUsage::default())
@@ -521,9 +543,21 @@ mod tests {
     fn an_unserved_message_is_an_error_and_the_waiting_kernel_is_left_alone() {
         let options = RunOptions::new(PathBuf::from("stand-in.ptx"));
         let arguments = ArgBlock::new(&[OsString::from("stand-in.ptx")], &[]).unwrap();
-        let error = run_on(StandIn { region: None }, &options, &arguments, Instant::now()).unwrap_err();
+        let stand_in = StandIn { region: None, faults_mid_stream: false };
+        let error = run_on(stand_in, &options, &arguments, Instant::now()).unwrap_err();
         assert!(error.to_string().starts_with("RPC: no handler for opcode 0x4242 (port "), "{error}");
         assert!(!TORN_DOWN.load(Ordering::SeqCst), "the backend was torn down while a kernel waits");
+    }
+
+    /// A kernel that faults while the server waits for the rest of a message ends the run as a device fault: the
+    /// server does not wait for the message for ever.
+    #[test]
+    fn a_fault_in_the_middle_of_a_message_ends_the_run() {
+        let options = RunOptions::new(PathBuf::from("stand-in.ptx"));
+        let arguments = ArgBlock::new(&[OsString::from("stand-in.ptx")], &[]).unwrap();
+        let stand_in = StandIn { region: None, faults_mid_stream: true };
+        let error = run_on(stand_in, &options, &arguments, Instant::now()).unwrap_err();
+        assert!(error.to_string().starts_with("device fault in kernel"), "{error}");
     }
 
     #[test]

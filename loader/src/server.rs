@@ -102,12 +102,16 @@ impl Context {
         self.outcome
     }
 
-    /// Writes out the messages still waiting for their last chunk (a thread stopped mid-message), then flushes.
+    /// Writes out the messages still waiting for their last chunk (a thread stopped mid-message), each ending its
+    /// line so that two cut-short messages do not run together, then flushes.
     fn finish(&mut self) -> io::Result<()> {
         let mut pending: Vec<_> = self.pending.drain().collect();
         pending.sort_by_key(|(key, _)| *key);
-        for ((_, _, stream), bytes) in pending {
+        for ((_, _, stream), mut bytes) in pending {
             let stream = Stream::from_number(u32::from(stream)).unwrap_or(Stream::Stderr);
+            if bytes.last() != Some(&b'\n') {
+                bytes.push(b'\n');
+            }
             self.writer(stream).write_all(&bytes)?;
         }
         self.flush()
@@ -133,6 +137,8 @@ pub struct HostServer {
     context: Context,
     /// Whether the last `poll` found any message.
     served: bool,
+    /// Whether a message was given up since the caller last asked ([`HostServer::poll_watched`]).
+    abandoned: bool,
     stats: ServeStats,
 }
 
@@ -159,6 +165,7 @@ impl HostServer {
             handlers: HashMap::new(),
             context: Context::new(Box::new(io::stdout()), Box::new(io::stderr())),
             served: false,
+            abandoned: false,
             stats: ServeStats::default(),
         };
         this.register(opcode::WRITE, Box::new(handle_write));
@@ -184,8 +191,17 @@ impl HostServer {
     }
 
     /// Serves every port with a waiting message once. Returns the outcome once the program reported one (and on
-    /// every later call); serving goes on if the caller keeps polling, so threads still waiting can finish.
+    /// every later call); serving goes on if the caller keeps polling, so threads still waiting can finish. A
+    /// message whose client stops answering midway is waited for for ever: see [`HostServer::poll_watched`].
     pub fn poll(&mut self) -> Result<Option<Outcome>, ServerError> {
+        self.poll_watched(&mut || false)
+    }
+
+    /// Like [`HostServer::poll`], but a wait for a client in the middle of a message asks `give_up` now and then
+    /// (about every 50 µs at first, then every millisecond) whether it is worth going on: a client whose kernel
+    /// faulted or was stopped never answers. A message given up is left as it is, its output so far kept for
+    /// [`HostServer::flush`]; [`HostServer::abandoned_a_message`] tells the caller, who should end the run.
+    pub fn poll_watched(&mut self, give_up: &mut dyn FnMut() -> bool) -> Result<Option<Outcome>, ServerError> {
         let had_outcome = self.context.outcome.is_some();
         let mut served = false;
         for group in 0..self.server.port_groups() {
@@ -193,7 +209,8 @@ impl HostServer {
             while pending != 0 {
                 let index = group * 64 + pending.trailing_zeros();
                 pending &= pending - 1;
-                let Some(mut port) = self.server.open(index) else { continue };
+                let Some(port) = self.server.open(index) else { continue };
+                let mut port = port.watched(give_up);
                 served = true;
                 self.stats.messages += 1;
                 self.stats.lanes += u64::from(port.lane_mask().count_ones());
@@ -201,6 +218,7 @@ impl HostServer {
                 let handler =
                     self.handlers.get_mut(&op).ok_or(ServerError::UnknownOpcode { opcode: op, port: index })?;
                 handler(&mut port, &mut self.context)?;
+                self.abandoned |= port.is_abandoned();
             }
         }
         self.served = served;
@@ -233,6 +251,11 @@ impl HostServer {
         self.stats
     }
 
+    /// Whether a message was given up since the last call ([`HostServer::poll_watched`]).
+    pub fn abandoned_a_message(&mut self) -> bool {
+        std::mem::take(&mut self.abandoned)
+    }
+
     /// Whether the last [`poll`](Self::poll) found any message: a caller draining the ports polls until it is false.
     pub fn served_last_poll(&self) -> bool {
         self.served
@@ -242,11 +265,13 @@ impl HostServer {
 fn handle_write(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
     let index = port.index();
     let chunks = port.recv_n_vec::<{ WriteHead::WORDS }>();
+    // A stream the client abandoned is part of a message: kept with the unfinished ones, which `flush` writes last.
+    let cut_short = port.is_abandoned();
     for chunk in chunks {
         let head = WriteHead::decode(chunk.head);
         let stream = Stream::from_number(u32::from(head.stream))
             .ok_or(ServerError::BadStream { stream: head.stream, port: index })?;
-        if head.flags & WriteHead::MORE != 0 {
+        if head.flags & WriteHead::MORE != 0 || cut_short {
             context.pending.entry(head.key()).or_default().extend_from_slice(&chunk.data);
             continue;
         }
@@ -310,6 +335,9 @@ fn handle_hand_offs(port: &mut ServerPort<'_>, _: &mut Context) -> Result<(), Se
     let mut rounds = 0;
     port.recv(|_, packet| rounds = packet.get(0));
     for _ in 0..=rounds {
+        if port.is_abandoned() {
+            break;
+        }
         port.send(|_, _| {});
     }
     Ok(())
@@ -326,6 +354,9 @@ fn handle_interface(port: &mut ServerPort<'_>, _: &mut Context) -> Result<(), Se
         lanes_right &= packet.get(1) == u64::from(lane);
     });
     for _ in 0..rounds {
+        if port.is_abandoned() {
+            break;
+        }
         port.send(|lane, packet| {
             packet.set(0, values[lane as usize] + 1);
             packet.set(1, u64::from(lane));
@@ -340,7 +371,7 @@ fn handle_interface(port: &mut ServerPort<'_>, _: &mut Context) -> Result<(), Se
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use startup_common::gpu::HostThread;
     use startup_common::io as gpu_io;
@@ -470,6 +501,60 @@ mod tests {
         // SAFETY: same region; this is its only server.
         let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
         assert!(matches!(server.poll(), Err(ServerError::UnknownOpcode { opcode: 0x4242, .. })));
+    }
+
+    /// Sends the first packet of a `WRITE` stream of `len` bytes to `stream` and stops, as a thread whose kernel
+    /// faults between two packets does: `text` (at most a packet's worth) is what arrives.
+    pub(crate) fn first_packet_of_a_write(
+        client: &Client<HostThread>,
+        stream: gpu_io::Stream,
+        len: usize,
+        text: &[u8],
+    ) {
+        let head = startup_common::rpc::WriteHead { stream: stream as u8, flags: 0, thread: 0, group: 0 };
+        let mut port = client.open(opcode::WRITE);
+        port.send(|packet| {
+            packet.set(0, len as u64);
+            for (word, value) in head.encode().into_iter().enumerate() {
+                packet.set(1 + word, value);
+            }
+            for (word, bytes) in text.chunks(8).enumerate() {
+                let mut padded = [0u8; 8];
+                padded[..bytes.len()].copy_from_slice(bytes);
+                packet.set(1 + WriteHead::WORDS + word, u64::from_le_bytes(padded));
+            }
+        });
+        port.close();
+    }
+
+    /// A client that stops in the middle of a stream (its kernel faulted) does not keep the server waiting once
+    /// `give_up` says so; the bytes that did arrive are written at the end, and the port is never served again.
+    #[test]
+    fn a_stream_cut_short_is_given_up_and_its_bytes_kept() {
+        let layout = Layout::new(2, 1);
+        let region = HostRegion::new(layout);
+        let client = Client::<HostThread>::new();
+        // SAFETY: a fresh zeroed region laid out for 2 ports of one lane, outliving the client's use.
+        unsafe { client.reset(region.as_ptr(), 2) };
+        let out = Capture::default();
+        // SAFETY: same region; this is its only server.
+        let mut server =
+            unsafe { HostServer::new(region.as_ptr(), 2, 1) }.with_output(Box::new(out.clone()), Box::new(io::sink()));
+        first_packet_of_a_write(&client, gpu_io::Stream::Stdout, 1000, b"the first forty bytes of a longer line..");
+        let mut asked = 0;
+        let outcome = server.poll_watched(&mut || {
+            asked += 1;
+            asked == 3
+        });
+        assert_eq!(outcome.unwrap(), None);
+        assert_eq!(asked, 3, "the server asked until told to give up");
+        assert!(server.abandoned_a_message());
+        assert!(!server.abandoned_a_message(), "reported once");
+        server.poll_watched(&mut || panic!("nothing is waiting")).unwrap();
+        assert!(!server.served_last_poll(), "the abandoned port is not served again");
+        assert!(out.0.lock().unwrap().is_empty(), "an unfinished message waits for the end");
+        server.flush().unwrap();
+        assert_eq!(&out.0.lock().unwrap()[..], b"the first forty bytes of a longer line..\n");
     }
 
     #[test]

@@ -100,6 +100,8 @@ impl Server {
             receive: false,
             opcode,
             mask,
+            give_up: None,
+            abandoned: false,
         })
     }
 
@@ -122,7 +124,16 @@ pub struct ServerPort<'a> {
     receive: bool,
     opcode: u32,
     mask: u64,
+    /// Asked now and then while a wait for the client lasts ([`ServerPort::watched`]); `None` waits for ever.
+    give_up: Option<&'a mut dyn FnMut() -> bool>,
+    /// Whether a wait gave up: the client will never answer, and every later operation does nothing.
+    abandoned: bool,
 }
+
+/// Spins of a wait for the client between two questions to [`ServerPort::watched`]'s `give_up`: about 50 µs before
+/// the first (a client answers within a few microseconds unless it is gone), then, as `spin_pause` yields the core
+/// from then on, every millisecond or so.
+const SPINS_BETWEEN_CHECKS: u32 = 1024;
 
 /// One piece of a stream received by [`ServerPort::recv_n_with`]: `bytes` are the lane's bytes at `offset` of its
 /// `total`. Each lane gets a piece at offset 0 (empty when `total` is 0), then one per further packet it fills.
@@ -135,7 +146,22 @@ pub struct StreamPiece<'a, const H: usize> {
     pub bytes: &'a [u8],
 }
 
-impl ServerPort<'_> {
+impl<'a> ServerPort<'a> {
+    /// Lets a wait for the client end when `give_up` says so. A client can stop answering in the middle of a message
+    /// (its kernel faulted, or the run ran out of time) and the server must not wait for it for ever; once `give_up`
+    /// returns true the port is [abandoned](ServerPort::is_abandoned).
+    pub fn watched(mut self, give_up: &'a mut dyn FnMut() -> bool) -> Self {
+        self.give_up = Some(give_up);
+        self
+    }
+
+    /// Whether a wait gave up (see [`ServerPort::watched`]). From then on receives read nothing (their closures are
+    /// not called), sends write nothing, streams stop, and closing leaves the port as it is: it is never served again
+    /// in this run, which ends.
+    pub fn is_abandoned(&self) -> bool {
+        self.abandoned
+    }
+
     pub fn opcode(&self) -> u32 {
         self.opcode
     }
@@ -155,14 +181,18 @@ impl ServerPort<'_> {
     }
 
     fn wait_for_ownership(&mut self) {
-        if self.owns {
+        if self.owns || self.abandoned {
             return;
         }
         // The server owns the buffers while the client's outbox differs from its own.
         let mut spins = 0u32;
         while self.region.client_outbox(self.index).load(Ordering::Acquire) == self.out {
             spin_pause(spins);
-            spins = spins.saturating_add(1);
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(SPINS_BETWEEN_CHECKS) && self.give_up.as_mut().is_some_and(|give_up| give_up()) {
+                self.abandoned = true;
+                return;
+            }
         }
         self.owns = true;
     }
@@ -176,10 +206,16 @@ impl ServerPort<'_> {
 
     /// Waits for the client's next packet and reads it, lane by lane.
     pub fn recv(&mut self, mut read: impl FnMut(u32, Packet<'_>)) {
+        if self.abandoned {
+            return;
+        }
         if self.receive {
             self.toggle();
         }
         self.wait_for_ownership();
+        if self.abandoned {
+            return;
+        }
         for lane in lanes(self.mask) {
             read(lane, self.region.packet(self.index, lane));
         }
@@ -189,6 +225,9 @@ impl ServerPort<'_> {
     /// Fills a packet, lane by lane, and hands it to the client.
     pub fn send(&mut self, mut fill: impl FnMut(u32, Packet<'_>)) {
         self.wait_for_ownership();
+        if self.abandoned {
+            return;
+        }
         for lane in lanes(self.mask) {
             fill(lane, self.region.packet(self.index, lane));
         }
@@ -228,7 +267,11 @@ impl ServerPort<'_> {
             });
         });
         let mut offset = first_packet_bytes(H) as u64;
+        // A client's lengths are its own to choose: a stream it abandons stops here, whatever length it announced.
         for _ in 1..packets {
+            if self.abandoned {
+                break;
+            }
             self.recv(|lane, packet| {
                 let lane = lane as usize;
                 if offset < totals[lane] {
@@ -272,6 +315,9 @@ impl ServerPort<'_> {
         });
         let mut offset = first_packet_bytes(H);
         for _ in 1..packets {
+            if self.abandoned {
+                break;
+            }
             self.send(|lane, packet| {
                 let data = source(lane).1;
                 for word in 0..PACKET_WORDS {
