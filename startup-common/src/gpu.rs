@@ -84,13 +84,6 @@ pub unsafe trait Gpu: 'static {
         word.fetch_or(bits, core::sync::atomic::Ordering::Acquire)
     }
 
-    /// Reads `word`, ordered as an acquire among the threads of one block: `word` is one of [`Gpu::block_memory`]'s.
-    /// How a group that no other can compete with takes a block lock (see `GroupLock::lock`).
-    #[inline(always)]
-    fn block_load_acquire(word: &crate::rpc::sync::AtomicU32) -> u32 {
-        word.load(core::sync::atomic::Ordering::Acquire)
-    }
-
     /// Like [`Gpu::unlock_swap`], for a lock among the threads of one block: `word` is one of
     /// a word of [`Gpu::block_memory`], and the release need only order among the block's threads.
     #[inline(always)]

@@ -173,7 +173,7 @@ fn warps_use_their_own_ports_when_the_region_has_enough() {
 
 /// A group that opens a port while it holds its warp's own one (as a panic report inside a port operation does)
 /// takes a port no warp owns; where there is none it traps (on a GPU the loader reports a device fault) rather than
-/// wait for itself forever. Both for divergent groups and for a whole warp, which takes its lock without an atomic.
+/// wait for itself forever: groups of a diverged warp, and a whole warp.
 #[test]
 fn a_group_that_opens_a_second_port_takes_one_no_warp_owns() {
     for groups in [&[0b0011, 0b1100][..], &[0b1111]] {

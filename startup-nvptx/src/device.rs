@@ -153,18 +153,6 @@ unsafe impl Gpu for Nvptx {
         old
     }
 
-    fn block_load_acquire(word: &AtomicU32) -> u32 {
-        // A block-scope acquire on the shared-memory word, as in `block_lock_fetch_or`; the language's acquire load
-        // would be system scope.
-        let value: u32;
-        // SAFETY: as in `block_lock_fetch_or`; a load of a live atomic is what `load` does.
-        unsafe {
-            asm!("{{ .reg .u64 a; cvta.to.shared.u64 a, {}; ld.acquire.cta.shared.b32 {}, [a]; }}",
-                in(reg64) word.as_ptr(), out(reg32) value, options(nostack));
-        }
-        value
-    }
-
     fn block_unlock_swap(word: &AtomicU32, value: u32) {
         // SAFETY: as in `block_lock_fetch_or`; a release store at block scope is what the swap needs, less the old
         // value.

@@ -201,15 +201,10 @@ impl<G: Gpu> Client<G> {
         };
         // The block's copy of the setup and the group's port, as `prepare_block` left them: shared memory, which no
         // acquire of the host's hand-off evicts, where the client's own setup would be read from L2 after every one.
-        let shape = G::launch_shape();
-        let warp = linear_thread(G::thread_ids(), &shape) / G::LANE_SIZE;
-        let lock = block.lock(warp);
+        let lock = block.lock(linear_thread(G::thread_ids(), &G::launch_shape()) / G::LANE_SIZE);
         let (region, epoch) = view::<G>(block.setup().load());
         match lock.own_port() {
-            Some(index) => {
-                let whole_warp = mask == launched_lanes(&shape, warp, G::LANE_SIZE);
-                self.open_own(opcode, region, epoch, OwnPort { index, lock, whole_warp }, mask, leader)
-            }
+            Some(index) => self.open_own(opcode, region, epoch, OwnPort { index, lock }, mask, leader),
             None => self.open_shared(opcode, region, epoch, 0..region.layout().port_count(), mask, leader),
         }
     }
@@ -296,8 +291,8 @@ impl<G: Gpu> Client<G> {
     /// there are none (the grid has as many warps as the region has ports).
     #[inline(always)]
     fn open_own(&self, opcode: u32, region: Region, epoch: u32, own: OwnPort, mask: u64, leader: bool) -> Port<'_, G> {
-        let OwnPort { index, lock, whole_warp } = own;
-        let held = G::broadcast_first(mask, if leader { lock.lock::<G>(mask, whole_warp) } else { 0 });
+        let OwnPort { index, lock } = own;
+        let held = G::broadcast_first(mask, if leader { lock.lock::<G>(mask) } else { 0 });
         if held == GroupLock::HELD_BY_THIS_GROUP {
             // Ports from the grid's lane group count on belong to nobody in this kernel (`own_port_index`).
             let shape = G::launch_shape();
@@ -468,15 +463,6 @@ struct OwnPort {
     index: u32,
     /// The lock the groups of the warp share.
     lock: &'static GroupLock,
-    /// Whether the group is every lane the warp was launched with ([`GroupLock::lock`]).
-    whole_warp: bool,
-}
-
-/// The lanes that warp `warp` of a block of `shape` was launched with: all of them but in a block's last, partial
-/// warp.
-fn launched_lanes(shape: &crate::abi::LaunchParams, warp: u32, lane_size: u32) -> u64 {
-    let lanes = shape.threads_per_block().saturating_sub(warp * lane_size).min(lane_size);
-    if lanes >= 64 { u64::MAX } else { (1u64 << lanes) - 1 }
 }
 
 /// The port of lane group `group` of block `block` in a kernel launched as `shape`, or `None` when groups take shared
@@ -637,22 +623,7 @@ impl GroupLock {
 
     /// Takes the lock for the group `mask`, waiting while another group of the warp holds it; run by the group's
     /// leader. Returns the word the last holder left, or [`GroupLock::HELD_BY_THIS_GROUP`].
-    ///
-    /// A group that is the `whole_warp` (every lane the warp was launched with, none exited) takes the lock without
-    /// an atomic read-modify-write, which costs ~0.1 µs after a poll of host memory on the H200: no other group of the
-    /// warp can run while all of its lanes are here, so nobody competes for the word. A lock bit set then can only be
-    /// this group's own (it opened a port while holding one). The acquire load still orders the last holder's
-    /// accesses to the port before this group's, and the unlock stays a release for groups after a divergence.
-    fn lock<G: Gpu>(&self, mask: u64, whole_warp: bool) -> u32 {
-        if whole_warp {
-            let old = G::block_load_acquire(&self.word);
-            if old & Locks::LOCKED != 0 {
-                return Self::HELD_BY_THIS_GROUP;
-            }
-            self.word.store(old | Locks::LOCKED, Ordering::Relaxed);
-            self.holder.store(mask, Ordering::Relaxed);
-            return old;
-        }
+    fn lock<G: Gpu>(&self, mask: u64) -> u32 {
         loop {
             let old = G::block_lock_fetch_or(&self.word, Locks::LOCKED);
             if old & Locks::LOCKED == 0 {
