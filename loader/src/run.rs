@@ -539,12 +539,16 @@ mod tests {
 
     /// A message no handler serves ends the run with an error, and the loader does not tear the context down under
     /// the thread that waits for the answer (on a GPU that teardown waits for the kernel: the loader would hang).
-    #[test]
-    fn an_unserved_message_is_an_error_and_the_waiting_kernel_is_left_alone() {
+    /// Runs a program on a [`StandIn`] backend, which must fail.
+    fn run_stand_in(faults_mid_stream: bool) -> LoaderError {
         let options = RunOptions::new(PathBuf::from("stand-in.ptx"));
         let arguments = ArgBlock::new(&[OsString::from("stand-in.ptx")], &[]).unwrap();
-        let stand_in = StandIn { region: None, faults_mid_stream: false };
-        let error = run_on(stand_in, &options, &arguments, Instant::now()).unwrap_err();
+        run_on(StandIn { region: None, faults_mid_stream }, &options, &arguments, Instant::now()).unwrap_err()
+    }
+
+    #[test]
+    fn an_unserved_message_is_an_error_and_the_waiting_kernel_is_left_alone() {
+        let error = run_stand_in(false);
         assert!(error.to_string().starts_with("RPC: no handler for opcode 0x4242 (port "), "{error}");
         assert!(!TORN_DOWN.load(Ordering::SeqCst), "the backend was torn down while a kernel waits");
     }
@@ -553,10 +557,7 @@ mod tests {
     /// server does not wait for the message for ever.
     #[test]
     fn a_fault_in_the_middle_of_a_message_ends_the_run() {
-        let options = RunOptions::new(PathBuf::from("stand-in.ptx"));
-        let arguments = ArgBlock::new(&[OsString::from("stand-in.ptx")], &[]).unwrap();
-        let stand_in = StandIn { region: None, faults_mid_stream: true };
-        let error = run_on(stand_in, &options, &arguments, Instant::now()).unwrap_err();
+        let error = run_stand_in(true);
         assert!(error.to_string().starts_with("device fault in kernel"), "{error}");
     }
 

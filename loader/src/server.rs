@@ -455,6 +455,15 @@ pub(crate) mod tests {
         (outcome, text(out), text(err))
     }
 
+    /// A region of two ports of one lane and a client reset on it; the region's words stay put when it moves.
+    fn two_ports() -> (HostRegion, Client<HostThread>) {
+        let region = HostRegion::new(Layout::new(2, 1));
+        let client = Client::<HostThread>::new();
+        // SAFETY: a fresh zeroed region laid out for 2 ports of one lane; the caller keeps it as long as the client.
+        unsafe { client.reset(region.as_ptr(), 2) };
+        (region, client)
+    }
+
     #[test]
     fn serves_prints_tests_and_exit() {
         let (outcome, out, err) = run(4, |client, n| {
@@ -485,11 +494,7 @@ pub(crate) mod tests {
 
     #[test]
     fn counts_messages_and_lanes() {
-        let layout = Layout::new(2, 1);
-        let region = HostRegion::new(layout);
-        let client = Client::<HostThread>::new();
-        // SAFETY: a fresh zeroed region laid out for 2 ports of one lane, outliving the thread below.
-        unsafe { client.reset(region.as_ptr(), 2) };
+        let (region, client) = two_ports();
         // SAFETY: same region; this is its only server.
         let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
         std::thread::scope(|scope| {
@@ -517,11 +522,7 @@ pub(crate) mod tests {
 
     #[test]
     fn unknown_opcode_is_an_error() {
-        let layout = Layout::new(2, 1);
-        let region = HostRegion::new(layout);
-        let client = Client::<HostThread>::new();
-        // SAFETY: a fresh zeroed region laid out for 2 ports of one lane, outliving the client's use.
-        unsafe { client.reset(region.as_ptr(), 2) };
+        let (region, client) = two_ports();
         let mut port = client.open(0x4242);
         port.send(|_| {});
         port.close();
@@ -558,11 +559,7 @@ pub(crate) mod tests {
     /// `give_up` says so; the bytes that did arrive are written at the end, and the port is never served again.
     #[test]
     fn a_stream_cut_short_is_given_up_and_its_bytes_kept() {
-        let layout = Layout::new(2, 1);
-        let region = HostRegion::new(layout);
-        let client = Client::<HostThread>::new();
-        // SAFETY: a fresh zeroed region laid out for 2 ports of one lane, outliving the client's use.
-        unsafe { client.reset(region.as_ptr(), 2) };
+        let (region, client) = two_ports();
         let out = Capture::default();
         // SAFETY: same region; this is its only server.
         let mut server =
@@ -586,11 +583,7 @@ pub(crate) mod tests {
 
     #[test]
     fn new_operations_join_through_the_table() {
-        let layout = Layout::new(2, 1);
-        let region = HostRegion::new(layout);
-        let client = Client::<HostThread>::new();
-        // SAFETY: a fresh zeroed region laid out for 2 ports of one lane, outliving the client's use.
-        unsafe { client.reset(region.as_ptr(), 2) };
+        let (region, client) = two_ports();
         // SAFETY: same region; this is its only server.
         let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
         server.register(
