@@ -537,8 +537,6 @@ mod tests {
         }
     }
 
-    /// A message no handler serves ends the run with an error, and the loader does not tear the context down under
-    /// the thread that waits for the answer (on a GPU that teardown waits for the kernel: the loader would hang).
     /// Runs a program on a [`StandIn`] backend, which must fail.
     fn run_stand_in(faults_mid_stream: bool) -> LoaderError {
         let options = RunOptions::new(PathBuf::from("stand-in.ptx"));
@@ -546,6 +544,8 @@ mod tests {
         run_on(StandIn { region: None, faults_mid_stream }, &options, &arguments, Instant::now()).unwrap_err()
     }
 
+    /// A message no handler serves ends the run with an error, and the loader does not tear the context down under
+    /// the thread that waits for the answer (on a GPU that teardown waits for the kernel: the loader would hang).
     #[test]
     fn an_unserved_message_is_an_error_and_the_waiting_kernel_is_left_alone() {
         let error = run_stand_in(false);
