@@ -4,7 +4,7 @@
 //!
 //! With `compare` as `argv[2]`, the thread alternates, [`COMPARE_REPEATS`] times, `argv[1]` empty messages with as
 //! many bare hand-offs of one port's buffers (test hand-offs), times both with the device's clock and prints
-//! `round trip ps: message M hand-off H` (picoseconds per round trip, each summed over the repeats): the protocol's
+//! `round trip ps: message M hand-off H` (picoseconds per round trip, over all the repeats): the protocol's
 //! cost against the hardware's, on the same SM, port and host thread.
 #![no_std]
 
