@@ -581,6 +581,44 @@ pub(crate) mod tests {
         assert_eq!(&out.0.lock().unwrap()[..], b"the first forty bytes of a longer line..\n");
     }
 
+    /// Posts a one-packet `FIRST_USER` message of one lane on `port` of the region at `region`, as a client would,
+    /// straight through the layout's words.
+    fn post_raw(region: usize, layout: Layout, port: u32) {
+        // SAFETY: each index is a word of the region's layout, inside the live region, and every access is atomic.
+        let word = |index: usize| unsafe { std::sync::atomic::AtomicU64::from_ptr((region as *mut u64).add(index)) };
+        word(layout.header(port)).store(u64::from(opcode::FIRST_USER), std::sync::atomic::Ordering::Relaxed);
+        word(layout.header(port) + 1).store(1, std::sync::atomic::Ordering::Relaxed);
+        word(layout.client_outbox(port)).fetch_xor(1, std::sync::atomic::Ordering::Release);
+    }
+
+    /// A message on one of the latest ports is served in the same pass even when it arrives after the scan went
+    /// past that port's group: here the handler of a message on port 70 (second group) posts one on port 0 (first
+    /// group, served just before), and one poll serves both.
+    #[test]
+    fn a_latest_port_is_looked_at_again_within_the_pass() {
+        let layout = Layout::new(128, 1);
+        let region = HostRegion::new(layout);
+        let address = region.as_ptr() as usize;
+        // SAFETY: a fresh zeroed region laid out for 128 ports of one lane, outliving the server; its only server.
+        let mut server = unsafe { HostServer::new(region.as_ptr(), 128, 1) };
+        server.register(
+            opcode::FIRST_USER,
+            Box::new(move |port, _| {
+                port.recv(|_, _| {});
+                if port.index() == 70 {
+                    post_raw(address, layout, 0);
+                }
+                Ok(())
+            }),
+        );
+        post_raw(address, layout, 0);
+        server.poll().unwrap();
+        assert_eq!(server.stats().messages, 1);
+        post_raw(address, layout, 70);
+        server.poll().unwrap();
+        assert_eq!(server.stats().messages, 3, "port 0's second message waited for the next pass");
+    }
+
     #[test]
     fn new_operations_join_through_the_table() {
         let (region, client) = two_ports();
