@@ -124,8 +124,8 @@ unsafe impl Gpu for Amdgpu {
 
     fn nanoseconds() -> u64 {
         // The constant-rate real-time counter (`s_memrealtime` on gfx9, a message on gfx11), 100 MHz on the GPUs the
-        // loader targets, as HIP's `hipDeviceAttributeWallClockRate` reports for them. Not checked on a device: the
-        // project has no AMD GPU.
+        // loader targets, as HIP's `hipDeviceAttributeWallClockRate` reports for them; `docs/amd.md` lists it
+        // among what only an AMD GPU can verify.
         // SAFETY: reading the counter has no preconditions.
         unsafe { read_steady_counter() }.wrapping_mul(10)
     }

@@ -327,7 +327,7 @@ fn bare_run(image: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The seed's first design: one kernel whose threads meet at a global atomic barrier before and after `main`.
+/// LLVM libc's first design: one kernel whose threads meet at a global atomic barrier before and after `main`.
 const BARRIER_PTX: &str = r#".version 7.8
 .target sm_90
 .address_size 64
@@ -413,7 +413,7 @@ fn grid_scaling(images: &Path, repeat: usize) -> Result<Vec<Row>> {
                 samples.push(sample);
             }
             samples.remove(0);
-            Some((Stats::of(seconds(samples)), "one kernel with a global atomic barrier (the seed's first design)"))
+            Some((Stats::of(seconds(samples)), "one kernel with a global atomic barrier (LLVM libc's first design)"))
         } else {
             None
         };

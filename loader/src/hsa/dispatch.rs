@@ -193,7 +193,8 @@ mod tests {
         assert_eq!((flat.dimensions, flat.workgroup_size, flat.grid_size), (1, [256, 1, 1], [2048, 1, 1]));
         let square = Geometry::new(&params([16, 16, 1], [4, 2, 1])).unwrap();
         assert_eq!((square.dimensions, square.workgroup_size, square.grid_size), (2, [16, 16, 1], [64, 32, 1]));
-        // Only z wider than one: still three dimensions (the seed's `1 + (y != 1) + (z != 1)` would say 2).
+        // Only z wider than one: still three dimensions (counting the axes wider than one, `1 + (y != 1) + (z != 1)`,
+        // would say 2).
         let deep = Geometry::new(&params([1, 1, 4], [1, 1, 1])).unwrap();
         assert_eq!((deep.dimensions, deep.grid_size), (3, [1, 1, 4]));
         // One block of one thread in y but many blocks in y: the grid is wide in y.

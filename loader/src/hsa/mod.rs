@@ -6,8 +6,8 @@
 //! CPU agent; the code object loaded into an executable and frozen; the kernarg and fine-grained pools of the CPU
 //! agent and the coarse-grained pool of the GPU; one queue. Each kernel is one AQL dispatch packet (see [`dispatch`])
 //! with the barrier bit, so `_begin`, `_start` and `_end` run in queue order while the host serves RPC, and one
-//! completion signal, which [`Backend::poll`] reads without waiting. `docs/amd.md` says what was verified without an
-//! AMD GPU.
+//! completion signal, which [`Backend::poll`] reads without waiting. `docs/amd.md` says what is verified without an AMD
+//! GPU and what only one can verify.
 
 pub mod dispatch;
 pub mod metadata;
