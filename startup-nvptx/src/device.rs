@@ -90,8 +90,8 @@ unsafe impl Gpu for Nvptx {
     fn lock_fetch_or(word: &AtomicU32, bits: u32) -> u32 {
         // Inline PTX for two reasons. The LLVM of our toolchain (22) drops the ordering of NVPTX `atomicrmw`:
         // `fetch_or(bits, Acquire)` becomes a relaxed `atom.or`. And the language's orderings are system scope, while
-        // a lock among the GPU's own threads needs only GPU scope: on the H200 this atomic costs ~290 cycles, against
-        // ~570 for a relaxed one followed by `fence.acq_rel.gpu`.
+        // a lock among the GPU's own threads needs only GPU scope, where an acquire atomic costs about half of a
+        // relaxed one followed by `fence.acq_rel.gpu` (`docs/performance.md`).
         let old: u32;
         // SAFETY: `word` is a live atomic; an atomic OR on it is what `fetch_or` does.
         unsafe {

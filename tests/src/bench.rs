@@ -473,8 +473,8 @@ impl PingPong {
 
     /// Seconds per round trip over [`PingPong::ROUNDS`] rounds of one launch, through the two words that carry the
     /// hand-off of port 0 in `session`'s RPC region (its client and server outboxes), the port a lone thread's
-    /// messages take. The same words matter: on the H200 the raw round trip takes either ~2.85 or ~3.1 µs, by the pair
-    /// of SM and host address (`docs/performance.md`), so a baseline in memory of its own would be a draw of its own.
+    /// messages take. The same words matter: the raw round trip takes one of two speeds by the pair of SM and host
+    /// address (`docs/performance.md`), so a baseline in memory of its own would be a draw of its own.
     /// The words get back their values afterwards, so the session's next run finds the port as it left it.
     fn sample(&self, session: &Session<CudaBackend>) -> Result<f64> {
         let (region, layout) = session.rpc_region();

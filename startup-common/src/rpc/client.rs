@@ -120,7 +120,7 @@ pub struct Client<G: Gpu> {
 
 /// What [`Client::reset`] sets and every message reads. Only `reset` writes it, and no other thread may use the client
 /// meanwhile (on the GPU it runs in `_begin`, a kernel of its own), so it is read with plain loads, which the device
-/// caches: atomics would go to L2 on every message, several hundred cycles each.
+/// caches: atomics would go to L2 on every message.
 #[derive(Clone, Copy)]
 #[repr(C, align(16))]
 struct Setup {
@@ -189,8 +189,8 @@ impl<G: Gpu> Client<G> {
     /// together; the lowest lane takes a free port's lock for all of them. Returns once the group owns a port.
     ///
     /// Always inlined, with the own port's path: a `Port` returned through memory would be read back from the stack
-    /// after the next acquire of the host's hand-off, which empties L1, at the cost of a load from L2 (~330 cycles on
-    /// the H200) on every message.
+    /// after the next acquire of the host's hand-off, which empties L1, at the cost of a load from L2 on every message
+    /// (`docs/performance.md` has the costs).
     #[inline(always)]
     pub fn open(&self, opcode: u32) -> Port<'_, G> {
         let mask = G::lane_mask();
@@ -281,10 +281,9 @@ impl<G: Gpu> Client<G> {
     /// When the grid has no more warps (wavefronts) than the region has ports and the target gives blocks memory of
     /// their own ([`Gpu::block_memory`]), warp `w`, numbered across the grid, always uses port `w`. Groups of one warp
     /// (divergent branches) take turns on it through a lock in block memory, whose block-scope atomics cost a
-    /// fraction of the device-scope ones that shared ports need: on the H200, taking and leaving it costs ~60 cycles
-    /// against ~680, and ~190 against ~1020 right after a poll of host memory, as every message but the first
-    /// follows one. The choice depends only on the launch and the region, so every group of a kernel makes the same
-    /// one, and no port is ever both a group's own and shared in one kernel.
+    /// fraction of the device-scope ones that shared ports need (`docs/performance.md`). The choice depends only on
+    /// the launch and the region, so every group of a kernel makes the same one, and no port is ever both a group's
+    /// own and shared in one kernel.
     ///
     /// A group that opens a port while it holds its own (a panic inside a port operation, whose report is a message
     /// too) would wait for itself forever: it takes a shared port among those no warp owns instead, and traps where
@@ -454,8 +453,8 @@ impl<G: Gpu> Client<G> {
 }
 
 /// Polls of the server outbox without a pause between them before the pauses start (then doubling): a reply to a lone
-/// thread comes within a few polls (each a read of host memory, about a microsecond), so only long waits back off.
-/// On the H200 the back-off took a million-line `println!` from 1.0–1.3 s to 0.7 s and left the round trip as it was.
+/// thread comes within a few polls (each a read of host memory, about a microsecond), so only long waits back off:
+/// thousands of groups polling flat out slow down every poll (`docs/performance.md`).
 const BACK_OFF_AFTER: u32 = 16;
 
 /// A lane group's own port (see [`Client::open_own`]).
@@ -723,10 +722,10 @@ impl<G: Gpu> Port<'_, G> {
             if G::ballot(self.mask, inbox == self.out) == self.mask {
                 break;
             }
-            // The first polls follow each other at once: each is a read of host memory (over a microsecond on the
-            // H200), long enough a pause by itself, and a reply that comes soon is seen soonest. Then back off
-            // exponentially, to at most 64 pauses: thousands of waiting groups polling flat out slow down every
-            // such read, the ones that would see the server's hand-off included.
+            // The first polls follow each other at once: each is a read of host memory (about a microsecond), long
+            // enough a pause by itself, and a reply that comes soon is seen soonest. Then back off exponentially, to
+            // at most 64 pauses: thousands of waiting groups polling flat out slow down every such read, the ones
+            // that would see the server's hand-off included.
             if polls < BACK_OFF_AFTER {
                 super::sync::spin_pause(polls);
             } else {
