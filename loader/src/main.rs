@@ -1,5 +1,5 @@
 //! `gpu-loader [OPTIONS] IMAGE [ARGS]...`: runs a GPU program like an ordinary program. Its exit code is the
-//! program's; see `docs/exit-codes.md`.
+//! program's; the table of exit codes is in `docs/failures.md`.
 
 use std::ffi::OsString;
 use std::io::Write;

@@ -1,4 +1,4 @@
-//! How a run ends, and the exit code the loader gives each ending (the table in `docs/exit-codes.md`).
+//! How a run ends, and the exit code the loader gives each ending (the table in `docs/failures.md`).
 
 use std::fmt;
 
