@@ -30,6 +30,9 @@ enum Command {
         /// NVIDIA architecture of the cubins and AMD architecture of the code objects (default: sm_90, gfx90a).
         #[arg(long)]
         gpu_arch: Option<String>,
+        /// Fail if the bundle comes out larger than this: bytes, or with a binary unit (512K, 64M, 64MiB, 1G).
+        #[arg(long, value_parser = xtask::suite::parse_size)]
+        max_size: Option<u64>,
     },
     /// Measure the startup and the RPC channel against bare baselines on this machine's NVIDIA GPU.
     Bench {
@@ -141,7 +144,7 @@ fn run(cli: Cli) -> Result<()> {
             let code = xtask::suite::run(&sh, &args.program, args.gpu_arch, &args.loader_args)?;
             std::process::exit(code)
         }
-        Command::Bundle { out, gpu_arch } => xtask::suite::bundle(&sh, &out, gpu_arch),
+        Command::Bundle { out, gpu_arch, max_size } => xtask::suite::bundle(&sh, &out, gpu_arch, max_size),
         Command::Bench { gpu_arch, bench_args } => xtask::suite::bench(&sh, gpu_arch, &bench_args),
     }
 }
@@ -164,5 +167,17 @@ mod tests {
         let Command::Test(args) = cli.command else { panic!("not test") };
         assert_eq!(args.suite_args, ["rpc", "--exact"]);
         assert_eq!(parse_targets(&args.target).unwrap(), [GpuTarget::Nvptx]);
+    }
+
+    #[test]
+    fn bundle_takes_an_optional_size_limit() {
+        let cli = Cli::try_parse_from(["cargo xtask", "bundle", "--max-size", "64MiB"]).unwrap();
+        let Command::Bundle { max_size, .. } = cli.command else { panic!("not bundle") };
+        assert_eq!(max_size, Some(64 << 20));
+        let Command::Bundle { max_size, .. } = Cli::try_parse_from(["cargo xtask", "bundle"]).unwrap().command else {
+            panic!("not bundle")
+        };
+        assert_eq!(max_size, None);
+        assert!(Cli::try_parse_from(["cargo xtask", "bundle", "--max-size", "64 apples"]).is_err());
     }
 }

@@ -214,8 +214,9 @@ pub fn run(sh: &Shell, program: &str, gpu_arch: Option<String>, loader_args: &[S
     Ok(status.code().unwrap_or(1))
 }
 
-/// `cargo xtask bundle`: a folder that runs the GPU suite on an x86-64 Linux GPU machine without Rust.
-pub fn bundle(sh: &Shell, out: &Path, gpu_arch: Option<String>) -> Result<()> {
+/// `cargo xtask bundle`: a folder that runs the GPU suite on an x86-64 Linux GPU machine without Rust. With
+/// `max_size` (bytes), fails when the folder comes out larger, for copies that have a limit.
+pub fn bundle(sh: &Shell, out: &Path, gpu_arch: Option<String>, max_size: Option<u64>) -> Result<()> {
     let images = build::build(
         sh,
         &BuildOptions { targets: GpuTarget::ALL.to_vec(), gpu_arch, release: true, programs: Vec::new() },
@@ -247,17 +248,27 @@ pub fn bundle(sh: &Shell, out: &Path, gpu_arch: Option<String>) -> Result<()> {
     }
     std::fs::write(out.join("README.md"), BUNDLE_README)?;
     let size = dir_size(out)?;
-    const LIMIT: u64 = 64 * 1024 * 1024;
-    if size > LIMIT {
-        bail!("the bundle is {} MiB, over its 64 MiB limit", size / (1024 * 1024));
+    let mib = |bytes: u64| bytes as f64 / 1048576.0;
+    if let Some(limit) = max_size.filter(|&limit| size > limit) {
+        bail!("the bundle at {} is {:.1} MiB, over --max-size ({:.1} MiB)", out.display(), mib(size), mib(limit));
     }
-    println!(
-        "xtask: bundle at {} ({:.1} MiB): run {}/run-tests there",
-        out.display(),
-        size as f64 / 1048576.0,
-        out.display()
-    );
+    println!("xtask: bundle at {} ({:.1} MiB): run {}/run-tests there", out.display(), mib(size), out.display());
     Ok(())
+}
+
+/// A size in bytes from a number and an optional binary unit: `4096`, `512K`, `64M`, `64MiB`, `1G`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let shift = match unit {
+        "" | "B" => 0,
+        "K" | "KiB" => 10,
+        "M" | "MiB" => 20,
+        "G" | "GiB" => 30,
+        _ => return Err(format!("`{text}` is not a size: a number of bytes, or with K, M or G (KiB, MiB, GiB)")),
+    };
+    let number: u64 = number.parse().map_err(|_| format!("`{text}` does not start with a number of bytes"))?;
+    number.checked_mul(1 << shift).ok_or_else(|| format!("`{text}` is more bytes than 2^64"))
 }
 
 const RUN_TESTS: &str = r#"#!/bin/sh
@@ -310,4 +321,30 @@ fn dir_size(dir: &Path) -> Result<u64> {
         total += if metadata.is_dir() { dir_size(&entry.path())? } else { metadata.len() };
     }
     Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_binary_units() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("512K"), Ok(512 << 10));
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("0"), Ok(0));
+    }
+
+    #[test]
+    fn bad_sizes_are_refused_with_a_reason() {
+        assert!(parse_size("").unwrap_err().contains("number"));
+        assert!(parse_size("MiB").unwrap_err().contains("number"));
+        assert!(parse_size("64 MiB").unwrap_err().contains("not a size"));
+        assert!(parse_size("64mb").unwrap_err().contains("not a size"));
+        assert!(parse_size("-1").unwrap_err().contains("not a size"));
+        assert!(parse_size("20000000000G").unwrap_err().contains("2^64"));
+        assert!(parse_size("99999999999999999999").unwrap_err().contains("number"));
+    }
 }
