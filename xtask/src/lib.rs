@@ -7,6 +7,8 @@ pub mod c_programs;
 pub mod fuzz;
 pub mod linker;
 pub mod suite;
+#[cfg(test)]
+mod tidy;
 pub mod toolchain;
 
 /// The workspace root (the parent of this crate's directory).

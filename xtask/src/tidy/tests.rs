@@ -1,0 +1,98 @@
+//! The tidy test's own tests: each check finds what it should and nothing else.
+
+use super::*;
+
+fn found(files: &[(&str, &str)]) -> Vec<String> {
+    let repo = Repo::new(files.iter().map(|(path, text)| (path.to_string(), Some(text.to_string()))));
+    check(&repo).iter().map(ToString::to_string).collect()
+}
+
+const RPC_MD: (&str, &str) = ("docs/rpc.md", "# The RPC channel\n\n## Memory layout\n\n## Cost\n\n## Cost\n");
+
+#[test]
+fn a_markdown_link_to_a_missing_file_is_dead() {
+    let problems = found(&[("README.md", "See [the layout](docs/layout.md) and [rpc](docs/rpc.md).\n"), RPC_MD]);
+    assert_eq!(problems, ["README.md:1: `docs/layout.md` leads to no file of the repository"]);
+}
+
+#[test]
+fn markdown_links_are_relative_to_their_file() {
+    let readme = ("README.md", "Top.\n");
+    assert!(found(&[readme, ("docs/a.md", "[up](../README.md) [here](rpc.md)\n"), RPC_MD]).is_empty());
+    assert_eq!(
+        found(&[readme, ("docs/a.md", "text\n\n[up](README.md)\n")]),
+        ["docs/a.md:3: `README.md` leads to no file of the repository"]
+    );
+    // Out of the repository is nowhere in it.
+    assert_eq!(found(&[("README.md", "[x](../README.md)\n")]).len(), 1);
+}
+
+#[test]
+fn anchors_must_name_a_heading_of_their_target() {
+    let readme = ("README.md", "[a](docs/rpc.md#memory-layout) [b](docs/rpc.md#cost-1) [c](docs/rpc.md#costs)\n");
+    assert_eq!(found(&[readme, RPC_MD]), ["README.md:1: `docs/rpc.md#costs`: docs/rpc.md has no heading `#costs`"]);
+    assert_eq!(found(&[("a.md", "# Top\n\n[self](#top) [gone](#bottom)\n")]).len(), 1);
+}
+
+#[test]
+fn paths_in_comments_and_code_spans_are_checked() {
+    let lib = (
+        "loader/src/lib.rs",
+        "//! See `docs/exit-codes.md`, `docs/rpc.md` and `src/main.rs`.\nfn f() {} // and `docs/gone.md`\n",
+    );
+    let problems = found(&[lib, ("loader/Cargo.toml", ""), ("loader/src/main.rs", ""), RPC_MD]);
+    assert_eq!(
+        problems,
+        [
+            "loader/src/lib.rs:1: `docs/exit-codes.md` leads to no file of the repository",
+            "loader/src/lib.rs:2: `docs/gone.md` leads to no file of the repository",
+        ]
+    );
+}
+
+#[test]
+fn code_that_is_not_a_comment_and_text_that_is_not_a_path_are_left_alone() {
+    let lib = (
+        "a/src/lib.rs",
+        "const S: &str = \"`docs/gone.md` // `docs/gone.md`\";\n\
+         /// [`Port`](super::Port), [poll](Self::poll), `target/gpu/<arch>/x.ptx`, `target/bench.json`, `read/write`\n",
+    );
+    let md =
+        ("a.md", "```sh\ncat docs/gone.md [x](gone.md)\n```\n`[x](gone.md)` and [web](https://example.org/x.md)\n");
+    assert_eq!(found(&[lib, md]), Vec::<String>::new());
+}
+
+#[test]
+fn a_forbidden_word_is_found_across_comment_lines() {
+    let lib = ("a/src/lib.rs", "fn f() {}\n/// Measured in the fifth\n/// session.\nfn g() {}\n");
+    assert_eq!(
+        found(&[lib]),
+        ["a/src/lib.rs:2: \"fifth session\" names a work period: say what the project is and does; its history \
+             is in git"]
+    );
+}
+
+#[test]
+fn forbidden_words_are_found_in_any_text_but_terms_of_the_trade_are_not() {
+    let problems = found(&[
+        (".gitignore", "/target\n/.device-bundle\n"),
+        ("docs/a.md", "The seed corpus is committed. The Seed's barrier.\n"),
+        ("b.rs", "const LABEL: &str = \"run through the device tool\";\n"),
+    ]);
+    let lines: Vec<&str> = problems.iter().map(|p| p.split(": ").next().unwrap()).collect();
+    assert_eq!(lines, [".gitignore:2", "b.rs:1", "docs/a.md:1"]);
+    assert!(problems[2].contains("\"The Seed\""), "{problems:?}");
+}
+
+#[test]
+fn the_files_of_this_test_may_name_the_words() {
+    for path in EXEMPT {
+        assert!(found(&[(path, "// the eighth session, the device tool\n")]).is_empty());
+    }
+    assert_eq!(found(&[("xtask/src/other.rs", "// the eighth session, the device tool\n")]).len(), 2);
+}
+
+#[test]
+fn repeated_headings_get_numbered_anchors() {
+    assert_eq!(heading_slugs("# A `b`: c!\n## Cost\n## Cost\n```\n# not\n```\n"), ["a-b-c", "cost", "cost-1"]);
+}
