@@ -15,6 +15,8 @@ pub enum LoaderError {
     BadConstructor { symbol: String, problem: String },
     #[error("bad program arguments: {0}")]
     BadArguments(String),
+    #[error("bad RPC port count {0}: it must be 1 to {max}", max = startup_common::rpc::MAX_PORTS)]
+    BadRpcPorts(u32),
     #[error("no GPU: {0}")]
     NoGpu(String),
     #[error("{api} failed: {message}")]

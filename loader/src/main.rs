@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use gpu_loader::status::{LOADER_ERROR_EXIT_CODE, USAGE_EXIT_CODE};
+use gpu_loader::status::{USAGE_EXIT_CODE, error_exit_code};
 use gpu_loader::{RunOptions, run};
 use startup_common::abi::LaunchParams;
 
@@ -99,13 +99,10 @@ fn main() {
     options.teardown = false;
 
     let code = match gpu_loader::install_signal_handlers().and_then(|()| run(&options)) {
-        Ok(report) => report.status.exit_code(),
+        Ok(report) => report.exit_code(),
         Err(error) => {
             eprintln!("gpu-loader: {}", one_line(&error.to_string()));
-            match error {
-                gpu_loader::LoaderError::DeviceFault { .. } => gpu_loader::status::DEVICE_FAULT_EXIT_CODE,
-                _ => LOADER_ERROR_EXIT_CODE,
-            }
+            error_exit_code(&error)
         }
     };
     let _ = std::io::stdout().flush();

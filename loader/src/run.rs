@@ -13,8 +13,12 @@ use startup_common::rpc;
 use crate::args::ArgBlock;
 use crate::error::{LoaderError, Result};
 use crate::image::{Image, Platform};
-use crate::server::{HostServer, Outcome};
-use crate::status::RunStatus;
+use crate::server::HostServer;
+pub use crate::status::RunReport;
+
+mod serve;
+#[cfg(test)]
+mod tests;
 
 /// Stack per GPU thread unless asked otherwise: room for `print!`'s buffer and a panic's formatting.
 pub const DEFAULT_STACK_SIZE: usize = 8 * 1024;
@@ -35,8 +39,10 @@ pub struct RunOptions {
     pub verbose: bool,
     /// Report each kernel's registers, shared and local memory on stderr.
     pub print_resource_usage: bool,
-    /// RPC ports in the region.
+    /// RPC ports in the region (1 to `rpc::MAX_PORTS`).
     pub rpc_ports: u32,
+    /// How long an RPC message may make no progress while the kernels run before the loader gives it up.
+    pub rpc_stall_limit: Duration,
     /// Bytes of stack per GPU thread.
     pub stack_size: usize,
     /// Release the device's resources when the run ends. A process that exits right after the run (as
@@ -57,6 +63,7 @@ impl RunOptions {
             verbose: false,
             print_resource_usage: false,
             rpc_ports: rpc::DEFAULT_PORT_COUNT,
+            rpc_stall_limit: crate::server::STALL_LIMIT,
             stack_size: DEFAULT_STACK_SIZE,
             teardown: true,
         }
@@ -134,15 +141,6 @@ pub trait Backend {
     }
 }
 
-/// What a run produced.
-#[derive(Debug)]
-pub struct RunReport {
-    pub status: RunStatus,
-    /// Whether every kernel finished; if not (timeout, a signal, `exit` while other threads still ran), kernels may
-    /// still be running and the backend was leaked rather than torn down under them: end the process soon.
-    pub finished: bool,
-}
-
 /// Makes SIGINT and SIGTERM stop a run promptly (exit 130 and 143) instead of killing the loader mid-output.
 pub fn install_signal_handlers() -> Result<()> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -159,7 +157,7 @@ fn signal_flag() -> &'static std::sync::Arc<AtomicUsize> {
     FLAG.get_or_init(|| std::sync::Arc::new(AtomicUsize::new(0)))
 }
 
-fn pending_signal() -> Option<i32> {
+pub(crate) fn pending_signal() -> Option<i32> {
     match signal_flag().load(Ordering::Relaxed) {
         0 => None,
         signal => Some(signal as i32),
@@ -170,6 +168,7 @@ fn pending_signal() -> Option<i32> {
 pub fn run(options: &RunOptions) -> Result<RunReport> {
     let started = Instant::now();
     crate::launch::validate(&options.launch)?;
+    check_rpc_ports(options.rpc_ports)?;
     let image = Image::read(&options.image)?;
     image.check_startup_abi()?;
     // Checked before any GPU work, so a bad priority suffix is reported the same with or without a GPU.
@@ -186,6 +185,14 @@ pub fn run(options: &RunOptions) -> Result<RunReport> {
             let backend = crate::hsa::HsaBackend::load(options, &image)?;
             run_on(backend, options, &arguments, started)
         }
+    }
+}
+
+/// The port count must fit the protocol's layout (`--rpc-ports` is checked by clap; the library's callers are not).
+fn check_rpc_ports(ports: u32) -> Result<()> {
+    match rpc::Layout::checked(ports, 1) {
+        Some(_) => Ok(()),
+        None => Err(LoaderError::BadRpcPorts(ports)),
     }
 }
 
@@ -261,9 +268,11 @@ impl<B: Backend> Session<B> {
     /// Allocates the RPC region, the control block, the argument block and the result word, and copies the
     /// arguments.
     pub fn new(mut backend: B, options: &RunOptions, arguments: &ArgBlock) -> Result<Self> {
+        check_rpc_ports(options.rpc_ports)?;
         backend.check_launch(&options.launch)?;
         let lane_size = backend.lane_size();
-        let region = backend.alloc_host_mapped(rpc::region_size(options.rpc_ports, lane_size))?;
+        let layout = rpc::Layout::new(options.rpc_ports, lane_size);
+        let region = backend.alloc_host_mapped(layout.size())?;
         let control = backend.alloc_host_mapped(size_of::<Control>())?;
         let args_base = backend.alloc_device(arguments.len())?;
         backend.copy_to_device(args_base, &arguments.at_address(args_base))?;
@@ -283,12 +292,13 @@ impl<B: Backend> Session<B> {
         let end = EndArgs { result: result as *const i32 };
         // SAFETY: the region is `region_size` zeroed bytes of host-mapped memory that lives as long as `backend`,
         // which the session owns alongside the server.
-        let server = unsafe { HostServer::new(region.host.cast(), options.rpc_ports, lane_size) };
+        let server = unsafe { HostServer::new(region.host.cast(), options.rpc_ports, lane_size) }
+            .with_stall_limit(options.rpc_stall_limit);
         Ok(Self {
             backend,
             server,
             region,
-            layout: rpc::Layout::new(options.rpc_ports, lane_size),
+            layout,
             options: options.clone(),
             control: control.host.cast::<Control>(),
             result,
@@ -311,11 +321,21 @@ impl<B: Backend> Session<B> {
         self.backend.launch(Kernel::Begin, &LaunchParams::SINGLE, self.begin.as_bytes())?;
         self.backend.launch(Kernel::Start, launch, self.start.as_bytes())?;
         self.backend.launch(Kernel::End, &LaunchParams::SINGLE, self.end.as_bytes())?;
-        let outcome = serve(&mut self.backend, &mut self.server, &self.options, self.control);
+        let outcome = serve::serve(&mut self.backend, &mut self.server, &self.options, self.control);
         let flushed = self.server.flush().map_err(|error| LoaderError::Rpc(error.to_string()));
         let report = outcome?;
         flushed?;
         Ok(report)
+    }
+
+    /// Sends the program's output to `stdout` and `stderr` instead of the process's streams.
+    pub fn with_output(
+        mut self,
+        stdout: Box<dyn std::io::Write + Send>,
+        stderr: Box<dyn std::io::Write + Send>,
+    ) -> Self {
+        self.server.set_output(stdout, stderr);
+        self
     }
 
     /// The backend, for launching other work in the same context.
@@ -332,239 +352,5 @@ impl<B: Backend> Session<B> {
     /// The RPC messages served so far, over every run of this session.
     pub fn rpc_stats(&self) -> crate::server::ServeStats {
         self.server.stats()
-    }
-}
-
-/// Serves RPC until the program reports its end, faults, times out or the loader is interrupted.
-fn serve<B: Backend>(
-    backend: &mut B,
-    server: &mut HostServer,
-    options: &RunOptions,
-    control: *const Control,
-) -> Result<RunReport> {
-    let deadline = options.timeout.map(|timeout| Instant::now() + timeout);
-    let mut last_look = Instant::now();
-    let mut busy_passes = 0u32;
-    loop {
-        let outcome = server
-            .poll_watched(&mut || client_cannot_answer(backend, deadline))
-            .map_err(|error| LoaderError::Rpc(error.to_string()))?;
-        let worked = server.served_last_poll();
-        if let Some(outcome) = outcome {
-            // Messages other threads posted before the exit still count: serve until a pass finds nothing.
-            drain(backend, server)?;
-            let status = match outcome {
-                Outcome::Exit(code) => RunStatus::Exited(code),
-                Outcome::Abort => RunStatus::Aborted,
-            };
-            return Ok(RunReport { status, finished: settle(backend, server)? });
-        }
-        if server.abandoned_a_message() {
-            // A client stopped answering in the middle of a message: find out why now.
-        } else if worked {
-            busy_passes += 1;
-            // A program that never stops printing must still be stoppable by `--timeout` and signals, and a fault
-            // still noticed: look up from the ports now and then even while they are busy.
-            if !busy_passes.is_multiple_of(256) {
-                continue;
-            }
-        } else {
-            busy_passes = 0;
-            // Querying the device costs more than a pass over idle ports, and a message that arrives meanwhile
-            // waits for it: look up only every `LOOK_UP_INTERVAL`.
-            if last_look.elapsed() < LOOK_UP_INTERVAL {
-                std::hint::spin_loop();
-                continue;
-            }
-        }
-        last_look = Instant::now();
-        match backend.poll()? {
-            Progress::Running => {}
-            Progress::Finished => {
-                drain(backend, server)?;
-                return match server.outcome() {
-                    Some(Outcome::Exit(code)) => Ok(RunReport { status: RunStatus::Exited(code), finished: true }),
-                    Some(Outcome::Abort) => Ok(RunReport { status: RunStatus::Aborted, finished: true }),
-                    None => Err(LoaderError::NoExitReported),
-                };
-            }
-            Progress::Faulted(message) => {
-                drain(backend, server)?;
-                // SAFETY: the control block is host-mapped memory the backend keeps alive; the kernels only write it.
-                let progress = unsafe { std::ptr::addr_of!((*control).progress).read_volatile() };
-                return Err(LoaderError::DeviceFault { kernel: faulted_kernel(progress).name(), message });
-            }
-        }
-        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-            drain(backend, server)?;
-            eprintln!(
-                "gpu-loader: the program ran past its {:?} timeout and was stopped",
-                options.timeout.unwrap_or_default()
-            );
-            return Ok(RunReport { status: RunStatus::TimedOut, finished: false });
-        }
-        if let Some(signal) = pending_signal() {
-            drain(backend, server)?;
-            return Ok(RunReport { status: RunStatus::Interrupted(signal), finished: false });
-        }
-    }
-}
-
-/// How often an idle serve loop asks the device whether the kernels finished or faulted, and checks the timeout and
-/// signals: rarely enough that the queries take a small part of the loop, often enough that nobody waits on them.
-const LOOK_UP_INTERVAL: Duration = Duration::from_micros(20);
-
-/// After the program reported its end: whether the kernels finish within a short grace period (they do when `_end`
-/// reported; threads still running after an `exit` elsewhere may not), serving RPC meanwhile.
-fn settle<B: Backend>(backend: &mut B, server: &mut HostServer) -> Result<bool> {
-    const GRACE: Duration = Duration::from_millis(20);
-    let deadline = Instant::now() + GRACE;
-    loop {
-        match backend.poll()? {
-            Progress::Finished => return Ok(true),
-            Progress::Faulted(_) => return Ok(false),
-            Progress::Running if Instant::now() >= deadline => return Ok(false),
-            Progress::Running => drain(backend, server)?,
-        }
-    }
-}
-
-/// Serves until a pass over the ports finds no work, so that messages sent before the end still arrive; but for at
-/// most [`DRAIN_LIMIT`]: threads that go on printing after another thread's `exit` would otherwise keep the loader
-/// serving forever.
-fn drain<B: Backend>(backend: &mut B, server: &mut HostServer) -> Result<()> {
-    let deadline = Instant::now() + DRAIN_LIMIT;
-    loop {
-        server
-            .poll_watched(&mut || client_cannot_answer(backend, Some(deadline)))
-            .map_err(|error| LoaderError::Rpc(error.to_string()))?;
-        if !server.served_last_poll() || Instant::now() >= deadline {
-            break;
-        }
-    }
-    server.flush().map_err(|error| LoaderError::Rpc(error.to_string()))
-}
-
-/// Whether a client that keeps the server waiting in the middle of a message may never answer, so that the server
-/// should give up on it: its kernels are no longer running (a fault ends them all), `deadline` has passed, or the
-/// loader was interrupted. The serve loop then finds out which and ends the run.
-fn client_cannot_answer<B: Backend>(backend: &mut B, deadline: Option<Instant>) -> bool {
-    !matches!(backend.poll(), Ok(Progress::Running))
-        || deadline.is_some_and(|deadline| Instant::now() >= deadline)
-        || pending_signal().is_some()
-}
-
-/// How long the loader goes on serving after the program's end, for messages already on their way.
-const DRAIN_LIMIT: Duration = Duration::from_millis(100);
-
-/// The kernel that was running when the device faulted, from the startup's progress markers.
-fn faulted_kernel(progress: u32) -> Kernel {
-    match progress {
-        abi::progress::NOT_STARTED => Kernel::Begin,
-        abi::progress::BEGIN_DONE => Kernel::Start,
-        _ => Kernel::End,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use startup_common::Gpu;
-    use startup_common::gpu::HostThread;
-    use startup_common::io::Stream;
-    use startup_common::rpc::Client;
-    use std::ffi::c_void;
-    use std::sync::atomic::AtomicBool;
-
-    /// Set when a [`StandIn`] backend is torn down.
-    static TORN_DOWN: AtomicBool = AtomicBool::new(false);
-
-    /// A backend without a device: its `_start` is one host thread's message with an opcode nobody serves, after
-    /// which that thread would wait for an answer forever (as a GPU thread would); the kernels never finish. Or, when
-    /// `faults_mid_stream`, the first packet of a long line, after which the kernels fault.
-    struct StandIn {
-        region: Option<*mut c_void>,
-        faults_mid_stream: bool,
-    }
-
-    impl Backend for StandIn {
-        fn lane_size(&self) -> u32 {
-            HostThread::LANE_SIZE
-        }
-        fn check_launch(&self, _: &LaunchParams) -> Result<()> {
-            Ok(())
-        }
-        fn alloc_host_mapped(&mut self, len: usize) -> Result<HostMapped> {
-            let layout = std::alloc::Layout::from_size_align(len, 4096).unwrap();
-            // SAFETY: a non-zero size (every allocation the session makes has one); leaked, as the test ends.
-            let host = unsafe { std::alloc::alloc_zeroed(layout) };
-            self.region.get_or_insert(host.cast());
-            Ok(HostMapped { host, device: host as u64, len })
-        }
-        fn alloc_device(&mut self, len: usize) -> Result<u64> {
-            Ok(self.alloc_host_mapped(len.max(8))?.device)
-        }
-        fn copy_to_device(&mut self, _: u64, _: &[u8]) -> Result<()> {
-            Ok(())
-        }
-        fn launch(&mut self, kernel: Kernel, _: &LaunchParams, _: &[u8]) -> Result<()> {
-            if kernel == Kernel::Start {
-                let client = Box::leak(Box::new(Client::<HostThread>::new()));
-                // SAFETY: the first allocation is the session's zeroed RPC region, for the default port count and
-                // one lane, and it is never freed.
-                unsafe { client.reset(self.region.unwrap(), rpc::DEFAULT_PORT_COUNT) };
-                if self.faults_mid_stream {
-                    crate::server::tests::first_packet_of_a_write(client, Stream::Stderr, 500, b"cut short");
-                } else {
-                    let mut port = client.open(0x4242);
-                    port.send(|_| {});
-                    port.close();
-                }
-            }
-            Ok(())
-        }
-        fn poll(&mut self) -> Result<Progress> {
-            Ok(if self.faults_mid_stream { Progress::Faulted("stand-in fault".into()) } else { Progress::Running })
-        }
-        fn resource_usage(&self, _: Kernel) -> Result<ResourceUsage> {
-            Ok(ResourceUsage::default())
-        }
-    }
-
-    impl Drop for StandIn {
-        fn drop(&mut self) {
-            TORN_DOWN.store(true, Ordering::SeqCst);
-        }
-    }
-
-    /// Runs a program on a [`StandIn`] backend, which must fail.
-    fn run_stand_in(faults_mid_stream: bool) -> LoaderError {
-        let options = RunOptions::new(PathBuf::from("stand-in.ptx"));
-        let arguments = ArgBlock::new(&[OsString::from("stand-in.ptx")], &[]).unwrap();
-        run_on(StandIn { region: None, faults_mid_stream }, &options, &arguments, Instant::now()).unwrap_err()
-    }
-
-    /// A message no handler serves ends the run with an error, and the loader does not tear the context down under
-    /// the thread that waits for the answer (on a GPU that teardown waits for the kernel: the loader would hang).
-    #[test]
-    fn an_unserved_message_is_an_error_and_the_waiting_kernel_is_left_alone() {
-        let error = run_stand_in(false);
-        assert!(error.to_string().starts_with("RPC: no handler for opcode 0x4242 (port "), "{error}");
-        assert!(!TORN_DOWN.load(Ordering::SeqCst), "the backend was torn down while a kernel waits");
-    }
-
-    /// A kernel that faults while the server waits for the rest of a message ends the run as a device fault: the
-    /// server does not wait for the message for ever.
-    #[test]
-    fn a_fault_in_the_middle_of_a_message_ends_the_run() {
-        let error = run_stand_in(true);
-        assert!(error.to_string().starts_with("device fault in kernel"), "{error}");
-    }
-
-    #[test]
-    fn progress_markers_name_the_faulting_kernel() {
-        assert_eq!(faulted_kernel(abi::progress::NOT_STARTED), Kernel::Begin);
-        assert_eq!(faulted_kernel(abi::progress::BEGIN_DONE), Kernel::Start);
-        assert_eq!(faulted_kernel(abi::progress::END_STARTED), Kernel::End);
     }
 }

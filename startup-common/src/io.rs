@@ -116,15 +116,11 @@ pub fn _print(stream: Stream, args: fmt::Arguments<'_>) {
 
 /// The write head for the calling thread: the stream, `flags`, and the thread's key.
 fn head<G: Gpu>(stream: Stream, flags: u8) -> WriteHead {
-    let ids = G::thread_ids();
-    let [tx, ty, tz] = ids.thread.map(|n| u64::from(n & 0xffff));
-    let [bx, by, bz] = ids.block.map(u64::from);
-    let thread = tx | ty << 16 | tz << 32;
-    let group = bx | (by & 0xffff) << 32 | (bz & 0xffff) << 48;
+    let head = WriteHead::for_thread(stream as u32 as u8, flags, G::thread_ids());
     // On the host every thread of a test has the same coordinates: tell OS threads apart instead.
     #[cfg(all(not(any(target_arch = "nvptx64", target_arch = "amdgpu")), any(test, feature = "host")))]
-    let group = group ^ host_thread_number();
-    WriteHead { stream: stream as u32 as u8, flags, thread, group }
+    let head = WriteHead { group: head.group ^ host_thread_number(), ..head };
+    head
 }
 
 #[cfg(all(not(any(target_arch = "nvptx64", target_arch = "amdgpu")), any(test, feature = "host")))]

@@ -245,13 +245,13 @@ impl<G: Gpu> Client<G> {
                         let out = match memo {
                             Some(memo) => memo.out,
                             None => {
-                                let out = region.client_outbox(index).load(Ordering::Relaxed) as u32;
+                                let out = region.client_bit(index, Ordering::Relaxed) as u32;
                                 G::broadcast_first(mask, out) as u64
                             }
                         };
                         // Each lane acquires the server's hand-off itself, so its own buffer accesses are ordered
                         // after it.
-                        let inbox = region.server_outbox(index).load(Ordering::Acquire);
+                        let inbox = region.server_bit(index, Ordering::Acquire);
                         (out, G::ballot(mask, inbox == out) == mask)
                     }
                 };
@@ -316,7 +316,7 @@ impl<G: Gpu> Client<G> {
                 match PortMemo::decode(left, epoch).filter(|_| left & Locks::LOCKED == 0) {
                     Some(memo) => memo,
                     None => {
-                        let out = if leader { region.client_outbox(index).load(Ordering::Relaxed) as u32 } else { 0 };
+                        let out = if leader { region.client_bit(index, Ordering::Relaxed) as u32 } else { 0 };
                         PortMemo { out: u64::from(G::broadcast_first(mask, out)), owned: false }
                     }
                 }
@@ -718,7 +718,7 @@ impl<G: Gpu> Port<'_, G> {
         }
         let mut polls = 0u32;
         loop {
-            let inbox = self.region.server_outbox(self.index).load(Ordering::Acquire);
+            let inbox = self.region.server_bit(self.index, Ordering::Acquire);
             if G::ballot(self.mask, inbox == self.out) == self.mask {
                 break;
             }
@@ -744,7 +744,7 @@ impl<G: Gpu> Port<'_, G> {
         G::sync_lanes(self.mask);
         self.out ^= 1;
         if G::lane_id() == self.mask.trailing_zeros() {
-            self.region.client_outbox(self.index).store(self.out, Ordering::Release);
+            self.region.set_client_outbox(self.index, self.out, Ordering::Release);
         }
         self.owns = false;
     }

@@ -79,19 +79,35 @@ pub struct Received<const H: usize> {
     pub data: Vec<u8>,
 }
 
+/// A lane announced a stream longer than [`ServerPort::recv_n_vec`] was told to hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamTooLong {
+    pub lane: u32,
+    /// The length the lane announced.
+    pub len: u64,
+    /// The most bytes per lane the receiver holds.
+    pub limit: u64,
+}
+
 impl ServerPort<'_> {
-    /// Receives a stream sent by `send_n_with::<H>` whole: one entry per lane, lowest lane first.
-    pub fn recv_n_vec<const H: usize>(&mut self) -> Vec<Received<H>> {
+    /// Receives a stream sent by `send_n_with::<H>` whole: one entry per lane, lowest lane first. A lane that announces
+    /// more than `limit` bytes is refused at its first packet, before anything is held for it, and the message
+    /// [abandoned](ServerPort::abandon): the client's lengths are untrusted.
+    pub fn recv_n_vec<const H: usize>(&mut self, limit: u64) -> Result<Vec<Received<H>>, StreamTooLong> {
         let mut received: Vec<Received<H>> = Vec::new();
-        self.recv_n_with::<H>(|piece| {
+        self.recv_n_with::<H, _>(|piece| {
             if piece.offset == 0 {
+                if piece.total > limit {
+                    return Err(StreamTooLong { lane: piece.lane, len: piece.total, limit });
+                }
                 let mut data = Vec::new();
                 data.extend_from_slice(piece.bytes);
                 received.push(Received { lane: piece.lane, head: *piece.head, data });
             } else if let Some(entry) = received.iter_mut().find(|entry| entry.lane == piece.lane) {
                 entry.data.extend_from_slice(piece.bytes);
             }
-        });
-        received
+            Ok(())
+        })?;
+        Ok(received)
     }
 }

@@ -27,7 +27,7 @@ mod tests;
 
 pub use client::{Client, Port};
 #[cfg(any(test, feature = "host"))]
-pub use host::{HostBlockMemory, HostRegion, Received};
+pub use host::{HostBlockMemory, HostRegion, Received, StreamTooLong};
 pub use server::{Server, ServerPort, StreamPiece};
 
 #[cfg(all(loom, not(any(test, feature = "host"))))]
@@ -65,6 +65,8 @@ pub mod sync {
 }
 
 use sync::AtomicU64;
+
+use crate::gpu::ThreadIds;
 
 /// A block's memory for the RPC client, as a target provides it ([`Gpu::block_memory`](crate::Gpu::block_memory)):
 /// [`abi::block_memory_bytes`](crate::abi::block_memory_bytes) of it, 8-byte aligned. Opaque: the client lays it
@@ -116,6 +118,21 @@ pub mod opcode {
     pub const TEST_HAND_OFFS: u32 = 0x104;
     /// Opcodes from here on are free for programs and loaders to define.
     pub const FIRST_USER: u32 = 0x1_0000;
+
+    /// The name of a built-in opcode, for messages about it.
+    pub const fn name(opcode: u32) -> Option<&'static str> {
+        Some(match opcode {
+            WRITE => "WRITE",
+            EXIT => "EXIT",
+            ABORT => "ABORT",
+            TEST_INCREMENT => "TEST_INCREMENT",
+            TEST_ECHO => "TEST_ECHO",
+            TEST_NOOP => "TEST_NOOP",
+            TEST_INTERFACE => "TEST_INTERFACE",
+            TEST_HAND_OFFS => "TEST_HAND_OFFS",
+            _ => return None,
+        })
+    }
 }
 
 /// The 2 head words of a [`opcode::WRITE`] stream: which stream, whether more chunks of the same message follow, and
@@ -153,6 +170,25 @@ impl WriteHead {
     pub const fn key(&self) -> (u64, u64, u8) {
         (self.thread, self.group, self.stream)
     }
+
+    /// The head of a chunk that the thread at `ids` writes: `thread` packs x, y, z in 16 bits each, `group` the block
+    /// as x | y << 32 | z << 48 (y and z in 16 bits).
+    pub const fn for_thread(stream: u8, flags: u8, ids: ThreadIds) -> Self {
+        let [tx, ty, tz] = ids.thread;
+        let [bx, by, bz] = ids.block;
+        let thread = (tx & 0xffff) as u64 | ((ty & 0xffff) as u64) << 16 | ((tz & 0xffff) as u64) << 32;
+        let group = bx as u64 | ((by & 0xffff) as u64) << 32 | ((bz & 0xffff) as u64) << 48;
+        Self { stream, flags, thread, group }
+    }
+
+    /// The writing thread's coordinates as [`WriteHead::for_thread`] packed them (the bits it kept), for reports.
+    pub fn writer(&self) -> ThreadIds {
+        let field = |word: u64, shift: u32| ((word >> shift) & 0xffff) as u32;
+        ThreadIds {
+            thread: [field(self.thread, 0), field(self.thread, 16), field(self.thread, 32)],
+            block: [self.group as u32, field(self.group, 32), field(self.group, 48)],
+        }
+    }
 }
 
 /// Where everything lives in the region, for `port_count` ports of `lane_size` lanes. All offsets are in 64-bit
@@ -179,11 +215,20 @@ impl Layout {
     /// The layout for `port_count` ports (1 to [`MAX_PORTS`]) of `lane_size` lanes (1 to [`MAX_LANES`]).
     ///
     /// # Panics
-    /// When either count is out of range.
+    /// When either count is out of range; [`Layout::checked`] returns `None` instead.
     pub const fn new(port_count: u32, lane_size: u32) -> Self {
         assert!(port_count >= 1 && port_count <= MAX_PORTS, "port count out of range");
         assert!(lane_size >= 1 && lane_size <= MAX_LANES, "lane size out of range");
         Self { port_count, lane_size }
+    }
+
+    /// The layout for `port_count` ports of `lane_size` lanes, or `None` when either count is out of range.
+    pub const fn checked(port_count: u32, lane_size: u32) -> Option<Self> {
+        if port_count >= 1 && port_count <= MAX_PORTS && lane_size >= 1 && lane_size <= MAX_LANES {
+            Some(Self { port_count, lane_size })
+        } else {
+            None
+        }
     }
 
     pub const fn port_count(&self) -> u32 {
@@ -266,14 +311,28 @@ impl Region {
         unsafe { &*self.base.add(index) }
     }
 
+    /// Port `port`'s client outbox, read as [`mailbox_bit`] reads it.
     #[inline(always)]
-    pub(crate) fn client_outbox(&self, port: u32) -> &AtomicU64 {
-        self.word(self.layout.client_outbox(port))
+    pub(crate) fn client_bit(&self, port: u32, order: core::sync::atomic::Ordering) -> u64 {
+        mailbox_bit(self.word(self.layout.client_outbox(port)).load(order))
     }
 
+    /// Port `port`'s server outbox, read as [`mailbox_bit`] reads it.
     #[inline(always)]
-    pub(crate) fn server_outbox(&self, port: u32) -> &AtomicU64 {
-        self.word(self.layout.server_outbox(port))
+    pub(crate) fn server_bit(&self, port: u32, order: core::sync::atomic::Ordering) -> u64 {
+        mailbox_bit(self.word(self.layout.server_outbox(port)).load(order))
+    }
+
+    /// Sets port `port`'s client outbox (the client's hand-off).
+    #[inline(always)]
+    pub(crate) fn set_client_outbox(&self, port: u32, value: u64, order: core::sync::atomic::Ordering) {
+        self.word(self.layout.client_outbox(port)).store(value, order)
+    }
+
+    /// Sets port `port`'s server outbox (the server's hand-off).
+    #[inline(always)]
+    pub(crate) fn set_server_outbox(&self, port: u32, value: u64, order: core::sync::atomic::Ordering) {
+        self.word(self.layout.server_outbox(port)).store(value, order)
     }
 
     #[inline(always)]
@@ -317,6 +376,15 @@ impl Packet<'_> {
             .word(self.first + index * self.region.layout.lane_size as usize)
             .store(value, core::sync::atomic::Ordering::Relaxed)
     }
+}
+
+/// The one reading of a mailbox word: its lowest bit. A side only ever stores 0 or 1, but the region is device-writable
+/// memory that a buggy program can scribble over; reading every other value the same way everywhere (the server's
+/// scan, its open, its waits, and the client's) keeps a corrupt word from looking handed over to one reader and not to
+/// another.
+#[inline(always)]
+pub const fn mailbox_bit(word: u64) -> u64 {
+    word & 1
 }
 
 /// Up to 8 bytes of `bytes` from `offset`, little-endian, zero-padded; 0 past the end.

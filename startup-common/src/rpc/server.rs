@@ -12,10 +12,21 @@ use super::{
 /// The host's end of the channel.
 pub struct Server {
     region: Region,
-    /// The server outbox of every port, one bit each (port `p` is bit `p % 64` of word `p / 64`). The server is the
-    /// only writer of its outboxes, so it keeps their values here and a scan reads only the client outboxes: half the
-    /// loads, and none of them of a line the device may be reading.
-    outboxes: [u64; MAX_PORTS as usize / 64],
+    /// The ports in groups of 64 (port `p` is bit `p % 64` of group `p / 64`).
+    groups: [PortGroup; MAX_PORTS as usize / 64],
+}
+
+/// What the server keeps of 64 ports.
+#[derive(Clone, Copy, Default)]
+struct PortGroup {
+    /// The server outbox of each port. The server is the only writer of its outboxes, so it keeps their values here
+    /// and a scan reads only the client outboxes: half the loads, and none of them of a line the device may be
+    /// reading.
+    outboxes: u64,
+    /// The ports whose message was given up ([`ServerPort::is_abandoned`]): never served again, as the state of
+    /// their buffers is unknown (a stalled client that comes back would send the rest of a message the server no
+    /// longer expects).
+    retired: u64,
 }
 
 // SAFETY: the server only holds the region's address; the region is shared memory accessed atomically, and the
@@ -34,11 +45,11 @@ impl Server {
         // SAFETY: the caller's contract is `Region::new`'s.
         let region = unsafe { Region::new(region.cast::<AtomicU64>().cast_const(), layout) };
         // A region a finished program left behind may hold outboxes at 1: start from what is there.
-        let mut outboxes = [0; MAX_PORTS as usize / 64];
+        let mut groups = [PortGroup::default(); MAX_PORTS as usize / 64];
         for port in 0..port_count {
-            outboxes[port as usize / 64] |= (region.server_outbox(port).load(Ordering::Relaxed) & 1) << (port % 64);
+            groups[port as usize / 64].outboxes |= region.server_bit(port, Ordering::Relaxed) << (port % 64);
         }
-        Self { region, outboxes }
+        Self { region, groups }
     }
 
     pub fn layout(&self) -> Layout {
@@ -52,13 +63,19 @@ impl Server {
     /// The server outbox of port `port`, from the server's own copy.
     #[inline(always)]
     fn outbox(&self, port: u32) -> u64 {
-        (self.outboxes[port as usize / 64] >> (port % 64)) & 1
+        (self.groups[port as usize / 64].outboxes >> (port % 64)) & 1
     }
 
-    /// Whether a client has handed port `port` to the server: a message is waiting there.
+    /// Whether a client has handed port `port` to the server: a message is waiting there (and the port was not
+    /// retired).
     #[inline]
     pub fn is_pending(&self, port: u32) -> bool {
-        self.region.client_outbox(port).load(Ordering::Acquire) != self.outbox(port)
+        self.region.client_bit(port, Ordering::Acquire) != self.outbox(port) && !self.is_retired(port)
+    }
+
+    /// Whether port `port`'s message was given up, so that the server no longer serves it.
+    pub fn is_retired(&self, port: u32) -> bool {
+        (self.groups[port as usize / 64].retired >> (port % 64)) & 1 != 0
     }
 
     /// How many groups of 64 ports [`Server::pending_in_group`] covers: `port_count / 64`, rounded up.
@@ -73,12 +90,12 @@ impl Server {
     pub fn pending_in_group(&self, group: u32) -> u64 {
         let first = group * 64;
         let ports = self.port_count().saturating_sub(first).min(64);
-        // Outboxes hold 0 or 1 (a client writes nothing else), so the client's outboxes make a mask like ours.
         let mut clients = 0;
         for i in 0..ports {
-            clients |= u64::from(self.region.client_outbox(first + i).load(Ordering::Relaxed) != 0) << i;
+            clients |= self.region.client_bit(first + i, Ordering::Relaxed) << i;
         }
-        clients ^ self.outboxes[group as usize]
+        let group = &self.groups[group as usize];
+        (clients ^ group.outboxes) & !group.retired
     }
 
     /// Opens port `port` if a message is waiting there. The handler then mirrors the client's calls; dropping the
@@ -93,14 +110,15 @@ impl Server {
         let mask = self.region.mask(port).load(Ordering::Relaxed) & lane_bits;
         Some(ServerPort {
             region: &self.region,
-            outboxes: &mut self.outboxes[port as usize / 64],
+            group: &mut self.groups[port as usize / 64],
             index: port,
             out,
             owns: true,
             receive: false,
             opcode,
             mask,
-            give_up: None,
+            watch: None,
+            hand_offs: 0,
             abandoned: false,
         })
     }
@@ -116,24 +134,32 @@ impl Server {
 /// [`Port`](super::Port)'s. Each operation covers every lane of [`ServerPort::lane_mask`].
 pub struct ServerPort<'a> {
     region: &'a Region,
-    /// The server's copy of the outboxes of this port's group of 64, kept in step by `toggle`.
-    outboxes: &'a mut u64,
+    /// The server's copy of this port's group of 64, kept in step by `toggle`, and where closing retires the port.
+    group: &'a mut PortGroup,
     index: u32,
     out: u64,
     owns: bool,
     receive: bool,
     opcode: u32,
     mask: u64,
-    /// Asked now and then while a wait for the client lasts ([`ServerPort::watched`]); `None` waits for ever.
-    give_up: Option<&'a mut dyn FnMut() -> bool>,
-    /// Whether a wait gave up: the client will never answer, and every later operation does nothing.
+    /// Asked now and then during the message ([`ServerPort::watched`]); `None` waits for ever.
+    watch: Option<&'a mut dyn FnMut(u64) -> bool>,
+    /// Hand-offs from the client in this message so far, after the one that opened it: its progress.
+    hand_offs: u64,
+    /// Whether the message was given up: the client will never answer, and every later operation does nothing.
     abandoned: bool,
 }
 
-/// Spins of a wait for the client between two questions to [`ServerPort::watched`]'s `give_up`: about 50 µs before
+/// Spins of a wait for the client between two questions to [`ServerPort::watched`]'s `watch`: about 50 µs before
 /// the first (a client answers within a few microseconds unless it is gone), then, as `spin_pause` yields the core
 /// from then on, every millisecond or so.
 const SPINS_BETWEEN_CHECKS: u32 = 1024;
+
+/// Hand-offs from the client between two questions to `watch` when the client never keeps the server waiting: a
+/// message may go on for ever (a client that announced 2^62 bytes and keeps sending), and the loader must still
+/// notice a fault, a timeout or a signal. A hand-off takes a microsecond or more, so this asks every millisecond or
+/// so at most.
+const HAND_OFFS_BETWEEN_CHECKS: u64 = 1024;
 
 /// One piece of a stream received by [`ServerPort::recv_n_with`]: `bytes` are the lane's bytes at `offset` of its
 /// `total`. Each lane gets a piece at offset 0 (empty when `total` is 0), then one per further packet it fills.
@@ -146,18 +172,28 @@ pub struct StreamPiece<'a, const H: usize> {
     pub bytes: &'a [u8],
 }
 
+impl<const H: usize> StreamPiece<'_, H> {
+    /// Whether this piece ends its lane's stream.
+    pub fn is_last(&self) -> bool {
+        self.offset + self.bytes.len() as u64 >= self.total
+    }
+}
+
 impl<'a> ServerPort<'a> {
-    /// Lets a wait for the client end when `give_up` says so. A client can stop answering in the middle of a message
-    /// (its kernel faulted, or the run ran out of time) and the server must not wait for it for ever; once `give_up`
-    /// returns true the port is [abandoned](ServerPort::is_abandoned).
-    pub fn watched(mut self, give_up: &'a mut dyn FnMut() -> bool) -> Self {
-        self.give_up = Some(give_up);
+    /// Lets the message be given up when `watch` says so. A client can stop answering in the middle of a message (its
+    /// kernel faulted, the run ran out of time, or it stalls) and the server must not wait for it for ever. `watch` is
+    /// asked about every [`SPINS_BETWEEN_CHECKS`] spins of a wait for the client and every
+    /// [`HAND_OFFS_BETWEEN_CHECKS`] hand-offs, with the number of hand-offs from the client so far in this message (a
+    /// number that stops growing means no progress); once it returns true the port is
+    /// [abandoned](ServerPort::is_abandoned).
+    pub fn watched(mut self, watch: &'a mut dyn FnMut(u64) -> bool) -> Self {
+        self.watch = Some(watch);
         self
     }
 
-    /// Whether a wait gave up (see [`ServerPort::watched`]). From then on receives read nothing (their closures are
-    /// not called), sends write nothing, streams stop, and closing leaves the port as it is: it is never served again
-    /// in this run, which ends.
+    /// Whether the message was given up (see [`ServerPort::watched`]). From then on receives read nothing (their
+    /// closures are not called), sends write nothing, streams stop, and closing leaves the port as it is and retires
+    /// it: the server never serves it again.
     pub fn is_abandoned(&self) -> bool {
         self.abandoned
     }
@@ -186,21 +222,36 @@ impl<'a> ServerPort<'a> {
         }
         // The server owns the buffers while the client's outbox differs from its own.
         let mut spins = 0u32;
-        while self.region.client_outbox(self.index).load(Ordering::Acquire) == self.out {
+        while self.region.client_bit(self.index, Ordering::Acquire) == self.out {
             spin_pause(spins);
             spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(SPINS_BETWEEN_CHECKS) && self.give_up.as_mut().is_some_and(|give_up| give_up()) {
-                self.abandoned = true;
+            if spins.is_multiple_of(SPINS_BETWEEN_CHECKS) && self.watcher_gives_up() {
                 return;
             }
         }
         self.owns = true;
+        self.hand_offs += 1;
+        if self.hand_offs.is_multiple_of(HAND_OFFS_BETWEEN_CHECKS) {
+            self.watcher_gives_up();
+        }
+    }
+
+    /// Asks `watch` whether to go on; abandons the message when it says no.
+    fn watcher_gives_up(&mut self) -> bool {
+        let hand_offs = self.hand_offs;
+        self.abandoned |= self.watch.as_mut().is_some_and(|watch| watch(hand_offs));
+        self.abandoned
+    }
+
+    /// Gives the message up: as when `watch` says so, and for a handler that finds the message malformed.
+    pub fn abandon(&mut self) {
+        self.abandoned = true;
     }
 
     fn toggle(&mut self) {
         self.out ^= 1;
-        *self.outboxes ^= 1 << (self.index % 64);
-        self.region.server_outbox(self.index).store(self.out, Ordering::Release);
+        self.group.outboxes ^= 1 << (self.index % 64);
+        self.region.set_server_outbox(self.index, self.out, Ordering::Release);
         self.owns = false;
     }
 
@@ -236,17 +287,23 @@ impl<'a> ServerPort<'a> {
     }
 
     /// Receives a stream sent by the client's `send_n`, handing each lane's bytes to `sink` piece by piece.
-    pub fn recv_n(&mut self, mut sink: impl FnMut(StreamPiece<'_, 0>)) {
-        self.recv_n_with::<0>(&mut sink)
+    pub fn recv_n<E>(&mut self, sink: impl FnMut(StreamPiece<'_, 0>) -> Result<(), E>) -> Result<(), E> {
+        self.recv_n_with::<0, E>(sink)
     }
 
-    /// Receives a stream sent by the client's `send_n_with::<H>`.
-    pub fn recv_n_with<const H: usize>(&mut self, mut sink: impl FnMut(StreamPiece<'_, H>)) {
+    /// Receives a stream sent by the client's `send_n_with::<H>`. An error from `sink` stops the stream and
+    /// [abandons](ServerPort::abandon) the message (the client, which goes on sending, is never answered), and is
+    /// returned. The lengths are the client's to choose: nothing here holds more than one packet.
+    pub fn recv_n_with<const H: usize, E>(
+        &mut self,
+        mut sink: impl FnMut(StreamPiece<'_, H>) -> Result<(), E>,
+    ) -> Result<(), E> {
         const { assert!(H < PACKET_WORDS - 1, "at most 6 head words") };
         let mut heads = [[0u64; H]; 64];
         let mut totals = [0u64; 64];
         let mut bytes = [0u8; PACKET_BYTES];
         let mut packets = 1;
+        let mut outcome = Ok(());
         self.recv(|lane, packet| {
             let lane = lane as usize;
             totals[lane] = packet.get(0);
@@ -258,28 +315,30 @@ impl<'a> ServerPort<'a> {
                 bytes[word * 8..word * 8 + 8].copy_from_slice(&packet.get(1 + H + word).to_le_bytes());
             }
             packets = packets.max(stream_packets(totals[lane], H));
-            sink(StreamPiece {
-                lane: lane as u32,
-                head: &heads[lane],
-                total: totals[lane],
-                offset: 0,
-                bytes: &bytes[..n],
-            });
+            if outcome.is_ok() {
+                outcome = sink(StreamPiece {
+                    lane: lane as u32,
+                    head: &heads[lane],
+                    total: totals[lane],
+                    offset: 0,
+                    bytes: &bytes[..n],
+                });
+            }
         });
         let mut offset = first_packet_bytes(H) as u64;
         // A client's lengths are its own to choose: a stream it abandons stops here, whatever length it announced.
         for _ in 1..packets {
-            if self.abandoned {
+            if self.abandoned || outcome.is_err() {
                 break;
             }
             self.recv(|lane, packet| {
                 let lane = lane as usize;
-                if offset < totals[lane] {
+                if offset < totals[lane] && outcome.is_ok() {
                     let n = (totals[lane] - offset).min(PACKET_BYTES as u64) as usize;
                     for word in 0..n.div_ceil(8) {
                         bytes[word * 8..word * 8 + 8].copy_from_slice(&packet.get(word).to_le_bytes());
                     }
-                    sink(StreamPiece {
+                    outcome = sink(StreamPiece {
                         lane: lane as u32,
                         head: &heads[lane],
                         total: totals[lane],
@@ -288,8 +347,12 @@ impl<'a> ServerPort<'a> {
                     });
                 }
             });
-            offset += PACKET_BYTES as u64;
+            offset = offset.saturating_add(PACKET_BYTES as u64);
         }
+        if outcome.is_err() {
+            self.abandon();
+        }
+        outcome
     }
 
     /// Streams to each lane the bytes `source(lane)` gives, in as many packets as the longest needs.
@@ -336,9 +399,11 @@ impl<'a> ServerPort<'a> {
 
 impl Drop for ServerPort<'_> {
     /// The server is the passive side: if it holds the buffers when the message ends, it hands them back, which
-    /// frees the port for the next client.
+    /// frees the port for the next client. A message given up leaves its port as it is, retired.
     fn drop(&mut self) {
-        if self.owns {
+        if self.abandoned {
+            self.group.retired |= 1 << (self.index % 64);
+        } else if self.owns {
             self.toggle();
         }
     }

@@ -83,6 +83,13 @@ mod plain {
             group: u64::MAX,
         };
         assert_eq!(WriteHead::decode(head.encode()), head);
+        // The thread's coordinates come back from a head for reports: x, y, z of the thread in 16 bits each, the
+        // block's x whole and its y and z in 16 bits.
+        let ids = ThreadIds { thread: [1023, 2, 63], block: [0x8_0001, 65535, 7] };
+        let head = WriteHead::decode(WriteHead::for_thread(1, 0, ids).encode());
+        assert_eq!((head.stream, head.flags, head.writer()), (1, 0, ids));
+        let wide = ThreadIds { thread: [0x1_0001, 0, 0], block: [0, 0x1_0002, 0] };
+        assert_eq!(WriteHead::for_thread(1, 0, wide).writer(), ThreadIds { thread: [1, 0, 0], block: [0, 2, 0] });
     }
 
     #[test]
@@ -211,7 +218,7 @@ mod plain {
                 let mut served = false;
                 while !served {
                     if let Some(mut port) = server.open(0) {
-                        let received = port.recv_n_vec::<0>();
+                        let received = port.recv_n_vec::<0>(u64::MAX).unwrap();
                         assert_eq!(received.len(), 1);
                         assert_eq!(received[0].data, input);
                         port.send_n(|_| &received[0].data);
@@ -223,6 +230,145 @@ mod plain {
                 assert_eq!(&output[..len], &input[..]);
             });
         }
+    }
+
+    /// Writes `value` into word `index` of `region`, as a device program that scribbles over its RPC region does.
+    fn scribble(region: &HostRegion, index: usize, value: u64) {
+        // SAFETY: `index` is a word of the region's layout; every word is an atomic, and only atomic stores touch it.
+        unsafe { &*region.as_ptr().cast::<crate::rpc::sync::AtomicU64>().add(index) }
+            .store(value, core::sync::atomic::Ordering::Release);
+    }
+
+    /// A client outbox that holds neither 0 nor 1 is read by its lowest bit everywhere: the scan, `is_pending` and
+    /// `open` agree whether a message waits, and a wait inside the message still waits (and asks its watcher) when the
+    /// word keeps a value whose bit says the client has the buffers.
+    #[test]
+    fn a_corrupt_mailbox_word_is_read_one_way() {
+        let (region, _client) = setup(2);
+        let layout = region.layout();
+        let mut server = server(&region);
+        for (value, pending) in [(2, false), (0xdead_beef_0000_0000, false), (3, true), (u64::MAX, true)] {
+            scribble(&region, layout.client_outbox(1), value);
+            assert_eq!(server.is_pending(1), pending, "{value:#x}");
+            assert_eq!(server.pending_in_group(0), u64::from(pending) << 1, "{value:#x}");
+            assert_eq!(server.next_pending(0), pending.then_some(1), "{value:#x}");
+        }
+        // A stream of 2^62 bytes announced in the first packet; the word stays at u64::MAX (bit 1): once the server
+        // has handed the buffers back it must wait for the client, asking its watcher, not read on for ever.
+        scribble(&region, layout.header(1), u64::from(opcode::TEST_ECHO));
+        scribble(&region, layout.header(1) + 1, 1);
+        scribble(&region, layout.packet_word(1, 0, 0), 1 << 62);
+        let mut asked = 0;
+        let mut watch = |hand_offs: u64| {
+            assert_eq!(hand_offs, 0, "no hand-off came");
+            asked += 1;
+            asked == 2
+        };
+        let mut port = server.open(1).expect("bit 1 is pending").watched(&mut watch);
+        let mut pieces = 0;
+        let outcome = port.recv_n(|piece| {
+            assert_eq!((piece.total, piece.offset, piece.bytes.len()), (1 << 62, 0, 56));
+            pieces += 1;
+            Ok::<(), ()>(())
+        });
+        assert_eq!((outcome, pieces), (Ok(()), 1));
+        assert!(port.is_abandoned());
+        drop(port);
+        assert_eq!(asked, 2);
+        // The port is retired: whatever its words say from now on, it is never served again.
+        assert!(server.is_retired(1) && !server.is_retired(0));
+        for value in [0, 1, 2, 3] {
+            scribble(&region, layout.client_outbox(1), value);
+            assert!(!server.is_pending(1));
+            assert_eq!(server.pending_in_group(0), 0);
+            assert!(server.open(1).is_none());
+        }
+    }
+
+    /// An error from a stream's sink stops the stream at once, whatever length the client announced, and abandons
+    /// the message.
+    #[test]
+    fn a_sink_error_stops_the_stream() {
+        let (region, _client) = setup(1);
+        let layout = region.layout();
+        let mut server = server(&region);
+        scribble(&region, layout.header(0), u64::from(opcode::TEST_ECHO));
+        scribble(&region, layout.header(0) + 1, 1);
+        scribble(&region, layout.packet_word(0, 0, 0), u64::MAX);
+        scribble(&region, layout.client_outbox(0), 1);
+        let mut port = server.open(0).unwrap();
+        let mut calls = 0;
+        let outcome = port.recv_n(|piece| {
+            calls += 1;
+            if piece.total > 1000 { Err(piece.total) } else { Ok(()) }
+        });
+        assert_eq!((outcome, calls), (Err(u64::MAX), 1));
+        assert!(port.is_abandoned());
+        drop(port);
+        assert!(server.open(0).is_none(), "retired");
+        // Owned reception refuses such a stream the same way, before holding anything.
+        let (fresh, _client) = setup(1);
+        let mut fresh_server = self::server(&fresh);
+        scribble(&fresh, layout.header(0), u64::from(opcode::TEST_ECHO));
+        scribble(&fresh, layout.header(0) + 1, 1);
+        scribble(&fresh, layout.packet_word(0, 0, 0), 1 << 40);
+        scribble(&fresh, layout.client_outbox(0), 1);
+        let refused = fresh_server.open(0).unwrap().recv_n_vec::<0>(4096);
+        assert_eq!(refused, Err(StreamTooLong { lane: 0, len: 1 << 40, limit: 4096 }));
+    }
+
+    /// A client that never keeps the server waiting (it streams on and on) still lets the watcher decide every
+    /// 1,024 hand-offs, so the loader notices a fault, a timeout or a signal in the middle of an endless message.
+    #[test]
+    #[cfg_attr(miri, ignore = "tens of thousands of hand-offs between threads")]
+    fn a_long_stream_asks_its_watcher_as_it_goes() {
+        let (region, client) = setup(1);
+        let mut server = server(&region);
+        let data = std::vec![7u8; 56 + 64 * 3000];
+        let mut seen = Vec::new();
+        let mut received = 0u64;
+        std::thread::scope(|scope| {
+            let worker = scope.spawn(|| {
+                let mut port = client.open(opcode::TEST_ECHO);
+                port.send_n(&data);
+                // The server gives the message up before the end: the client stops here, as a stopped kernel would.
+                core::mem::forget(port);
+            });
+            let mut watch = |hand_offs: u64| {
+                seen.push(hand_offs);
+                hand_offs >= 2048
+            };
+            let mut port = loop {
+                if let Some(port) = server.open(0) {
+                    break port.watched(&mut watch);
+                }
+            };
+            port.recv_n(|piece| {
+                received += piece.bytes.len() as u64;
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+            assert!(port.is_abandoned());
+            drop(port);
+            // The client waits for a hand-back that never comes; a scoped thread must end, so answer it by hand.
+            scribble(&region, region.layout().server_outbox(0), 0);
+            while !worker.is_finished() {
+                scribble(&region, region.layout().server_outbox(0), region_client_bit(&region));
+                std::thread::yield_now();
+            }
+        });
+        assert!(seen.contains(&1024) && seen.contains(&2048), "asked at {seen:?}");
+        // The first packet, then 2,047 more: the 2,048th hand-off asked, and the stream stopped without reading it.
+        assert_eq!(received, 56 + 64 * 2047, "the stream stopped when the watcher said so");
+    }
+
+    /// The client outbox of port 0, as the server reads it.
+    fn region_client_bit(region: &HostRegion) -> u64 {
+        // SAFETY: word 0 is port 0's client outbox, an atomic of the live region.
+        mailbox_bit(
+            unsafe { &*region.as_ptr().cast::<crate::rpc::sync::AtomicU64>() }
+                .load(core::sync::atomic::Ordering::Acquire),
+        )
     }
 
     /// A few threads against one server thread over 2 ports: every increment answered exactly once.
@@ -534,7 +680,7 @@ mod loom_models {
             let mut server = unsafe { Server::new(region.as_ptr(), 1, 1) };
             loop {
                 if let Some(mut port) = server.open(0) {
-                    let received = port.recv_n_vec::<0>();
+                    let received = port.recv_n_vec::<0>(u64::MAX).unwrap();
                     assert_eq!(received[0].data.len(), 70);
                     port.send_n(|_| &received[0].data);
                     break;

@@ -58,7 +58,7 @@ impl TestServer {
             self.seen.masks.push(port.lane_mask());
             match port.opcode() {
                 opcode::WRITE => {
-                    for chunk in port.recv_n_vec::<{ WriteHead::WORDS }>() {
+                    for chunk in port.recv_n_vec::<{ WriteHead::WORDS }>(u64::MAX).unwrap() {
                         let head = WriteHead::decode(chunk.head);
                         assert!(head.stream == 1 || head.stream == 2, "bad stream {}", head.stream);
                         let buffer = self.pending.entry(head.key()).or_default();
@@ -80,7 +80,7 @@ impl TestServer {
                     self.seen.increments += port.lanes().count();
                 }
                 opcode::TEST_ECHO => {
-                    let received = port.recv_n_vec::<0>();
+                    let received = port.recv_n_vec::<0>(u64::MAX).unwrap();
                     let mut by_lane: [&[u8]; 64] = [&[]; 64];
                     for entry in &received {
                         by_lane[entry.lane as usize] = &entry.data;

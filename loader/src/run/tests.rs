@@ -1,0 +1,252 @@
+//! The shared run path on a backend without a device: the program is a host thread with a real RPC client on the
+//! session's region (or writing over it), so the serve loop, its give-up and idle paths and the exit codes are tested
+//! as `gpu-loader` runs them.
+
+use super::*;
+use crate::server::tests::{Capture, Scribbler, first_packet_of_a_write};
+use crate::status::RunStatus;
+use startup_common::gpu::HostThread;
+use startup_common::io::Stream;
+use startup_common::rpc::{Client, WriteHead, opcode};
+use startup_common::{Gpu, ThreadIds};
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::thread::JoinHandle;
+
+/// What `_start` does on a [`StandIn`]: runs on a thread of its own with a client reset on the session's region,
+/// and a scribbler for the region's words.
+type Program = Box<dyn FnOnce(&'static Client<HostThread>, Scribbler) + Send>;
+
+/// A backend without a device. Its `_start` runs a [`Program`] on a host thread; the kernels run while that thread
+/// does, and then do what `then` says: finish, fault, or run on for ever (as a GPU thread waiting for an answer
+/// that never comes would).
+struct StandIn {
+    region: Option<usize>,
+    ports: u32,
+    program: Option<Program>,
+    running: Option<JoinHandle<()>>,
+    then: Progress,
+    torn_down: Arc<AtomicBool>,
+}
+
+impl StandIn {
+    fn new(options: &RunOptions, then: Progress, program: Program) -> Self {
+        Self {
+            region: None,
+            ports: options.rpc_ports,
+            program: Some(program),
+            running: None,
+            then,
+            torn_down: Arc::default(),
+        }
+    }
+}
+
+impl Backend for StandIn {
+    fn lane_size(&self) -> u32 {
+        HostThread::LANE_SIZE
+    }
+    fn check_launch(&self, _: &LaunchParams) -> Result<()> {
+        Ok(())
+    }
+    fn alloc_host_mapped(&mut self, len: usize) -> Result<HostMapped> {
+        let layout = std::alloc::Layout::from_size_align(len, 4096).unwrap();
+        // SAFETY: a non-zero size (every allocation the session makes has one); leaked, as the test ends.
+        let host = unsafe { std::alloc::alloc_zeroed(layout) };
+        self.region.get_or_insert(host as usize);
+        Ok(HostMapped { host, device: host as u64, len })
+    }
+    fn alloc_device(&mut self, len: usize) -> Result<u64> {
+        Ok(self.alloc_host_mapped(len.max(8))?.device)
+    }
+    fn copy_to_device(&mut self, _: u64, _: &[u8]) -> Result<()> {
+        Ok(())
+    }
+    fn launch(&mut self, kernel: Kernel, _: &LaunchParams, _: &[u8]) -> Result<()> {
+        if kernel == Kernel::Start {
+            let (region, ports) = (self.region.unwrap(), self.ports);
+            let program = self.program.take().expect("one run");
+            self.running = Some(std::thread::spawn(move || {
+                let client = Box::leak(Box::new(Client::<HostThread>::new()));
+                // SAFETY: the first allocation is the session's zeroed RPC region, for `ports` ports of one lane,
+                // and it is never freed.
+                unsafe { client.reset(region as *mut c_void, ports) };
+                program(client, Scribbler::new(region as *mut c_void, rpc::Layout::new(ports, 1)));
+            }));
+        }
+        Ok(())
+    }
+    fn poll(&mut self) -> Result<Progress> {
+        Ok(match &self.running {
+            Some(thread) if !thread.is_finished() => Progress::Running,
+            _ => self.then.clone(),
+        })
+    }
+    fn resource_usage(&self, _: Kernel) -> Result<ResourceUsage> {
+        Ok(ResourceUsage::default())
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        self.torn_down.store(true, Ordering::SeqCst);
+    }
+}
+
+fn options() -> RunOptions {
+    RunOptions::new(PathBuf::from("stand-in.ptx"))
+}
+
+fn arguments() -> ArgBlock {
+    ArgBlock::new(&[OsString::from("stand-in.ptx")], &[]).unwrap()
+}
+
+/// Runs `program` on a [`StandIn`] whose kernels do `then` after it; returns the report and the program's output
+/// (stdout and stderr together).
+fn run_stand_in(options: &RunOptions, then: Progress, program: Program) -> (Result<RunReport>, String) {
+    let backend = StandIn::new(options, then, program);
+    let output = Capture::default();
+    let mut session = Session::new(backend, options, &arguments())
+        .unwrap()
+        .with_output(Box::new(output.clone()), Box::new(output.clone()));
+    let report = session.run(&options.launch);
+    // As `run_on` does: a kernel may still use what the session allocated.
+    std::mem::forget(session);
+    (report, output.text())
+}
+
+/// A message no handler serves ends the run with an error, and the loader does not tear the context down under
+/// the thread that waits for the answer (on a GPU that teardown waits for the kernel: the loader would hang).
+#[test]
+fn an_unserved_message_is_an_error_and_the_waiting_kernel_is_left_alone() {
+    let options = options();
+    let backend = StandIn::new(
+        &options,
+        Progress::Running,
+        Box::new(|client, _| {
+            let mut port = client.open(0x4242);
+            port.send(|_| {});
+            port.close();
+        }),
+    );
+    let torn_down = Arc::clone(&backend.torn_down);
+    let error = run_on(backend, &options, &arguments(), Instant::now()).unwrap_err();
+    let torn_down = torn_down.load(Ordering::SeqCst);
+    assert!(error.to_string().starts_with("RPC: no handler for opcode 0x4242 (port "), "{error}");
+    assert!(!torn_down, "the backend was torn down while a kernel waits");
+}
+
+/// A kernel that faults while the server waits for the rest of a message ends the run as a device fault: the
+/// server does not wait for the message for ever.
+#[test]
+fn a_fault_in_the_middle_of_a_message_ends_the_run() {
+    let (report, _) = run_stand_in(
+        &options(),
+        Progress::Faulted("stand-in fault".into()),
+        Box::new(|client, _| first_packet_of_a_write(client, Stream::Stderr, 500, b"cut short")),
+    );
+    let error = report.unwrap_err();
+    assert!(error.to_string().starts_with("device fault in kernel"), "{error}");
+    assert_eq!(crate::status::error_exit_code(&error), 139);
+}
+
+#[test]
+fn progress_markers_name_the_faulting_kernel() {
+    assert_eq!(serve::faulted_kernel(abi::progress::NOT_STARTED), Kernel::Begin);
+    assert_eq!(serve::faulted_kernel(abi::progress::BEGIN_DONE), Kernel::Start);
+    assert_eq!(serve::faulted_kernel(abi::progress::END_STARTED), Kernel::End);
+}
+
+/// A port count outside what the protocol lays out is an error through the library, not a panic.
+#[test]
+fn a_bad_port_count_is_an_error() {
+    for ports in [0, rpc::MAX_PORTS + 1, u32::MAX] {
+        let mut options = options();
+        options.rpc_ports = ports;
+        let error = run(&options).unwrap_err();
+        assert_eq!(error.to_string(), format!("bad RPC port count {ports}: it must be 1 to 4096"));
+        let backend = StandIn::new(&options, Progress::Finished, Box::new(|_, _| {}));
+        let error = Session::new(backend, &options, &arguments()).err().expect("refused");
+        assert!(matches!(error, LoaderError::BadRpcPorts(n) if n == ports));
+    }
+}
+
+/// A thread that stalls in the middle of a line while the kernels run is given up after the stall limit; the other
+/// threads' output and the exit still come, and the run, which lost a message, does not exit with 0.
+#[test]
+fn a_stalled_message_is_given_up_and_the_run_goes_on() {
+    let mut options = options();
+    options.rpc_stall_limit = Duration::from_millis(100);
+    let (report, output) = run_stand_in(
+        &options,
+        Progress::Finished,
+        Box::new(|client, _| {
+            std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    let mut port = client.open(opcode::WRITE);
+                    crate::server::tests::send_first_packet_of_a_write(
+                        &mut port,
+                        Stream::Stderr,
+                        100,
+                        b"this line stalls after its first packet.",
+                        ThreadIds::default(),
+                    );
+                    // Holds its port for good, as a stuck GPU thread would.
+                    std::mem::forget(port);
+                });
+            });
+            startup_common::io::write_line(client, Stream::Stdout, b"served while another thread stalls");
+            // The kernels run on well past the stall limit: the message is given up for making no progress, not
+            // because the kernels ended.
+            std::thread::sleep(Duration::from_millis(400));
+            client.exit(0);
+        }),
+    );
+    let report = report.unwrap();
+    assert_eq!((report.status, report.messages_given_up), (RunStatus::Exited(0), 1));
+    assert_eq!(report.exit_code(), 1);
+    let mut lines: Vec<&str> = output.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["served while another thread stalls", "this line stalls after its first packet."]);
+}
+
+/// A device that writes over its region (a `WRITE` of 2^62 bytes behind a client word of u64::MAX, then keeps
+/// toggling that word as fast as it can, so that the server never waits) is stopped by `--timeout` in bounded time,
+/// holding next to nothing.
+#[test]
+fn a_scribbling_device_is_stopped_by_the_timeout() {
+    let mut options = options();
+    options.timeout = Some(Duration::from_millis(300));
+    let stop = Arc::new(AtomicBool::new(false));
+    let scribbling = Arc::clone(&stop);
+    let started = Instant::now();
+    let (report, _) = run_stand_in(
+        &options,
+        Progress::Running,
+        Box::new(move |_, scribbler| {
+            let head = WriteHead::for_thread(1, 0, ThreadIds::default()).encode();
+            scribbler.post(3, u64::from(opcode::WRITE), 1, &[1 << 62, head[0], head[1]], u64::MAX);
+            let mut word = u64::MAX;
+            while !scribbling.load(Ordering::Relaxed) {
+                word ^= 1;
+                scribbler.set(rpc::Layout::new(rpc::DEFAULT_PORT_COUNT, 1).client_outbox(3), word);
+            }
+        }),
+    );
+    stop.store(true, Ordering::Relaxed);
+    let report = report.unwrap();
+    assert_eq!(report.status, RunStatus::TimedOut);
+    assert_eq!(report.exit_code(), 124);
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+}
+
+/// A status whose low 8 bits are 0 is not a success.
+#[test]
+fn a_wide_exit_status_is_not_zero() {
+    for status in [256, -256] {
+        let (report, _) = run_stand_in(&options(), Progress::Finished, Box::new(move |client, _| client.exit(status)));
+        let report = report.unwrap();
+        assert_eq!((report.status, report.exit_code()), (RunStatus::Exited(status.into()), 255));
+    }
+}

@@ -1,0 +1,539 @@
+//! The server against real clients (host threads) and against a region whose words a test writes directly, as a
+//! buggy GPU program can.
+
+use super::*;
+use startup_common::gpu::HostThread;
+use startup_common::io as gpu_io;
+use startup_common::rpc::WriteHead;
+use startup_common::rpc::{Client, HostRegion, Layout};
+use std::sync::{Arc, Mutex};
+
+/// Output captured for a test to read.
+#[derive(Clone, Default)]
+pub(crate) struct Capture(pub(crate) Arc<Mutex<Vec<u8>>>);
+
+impl Capture {
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl Write for Capture {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Runs `clients` host threads against a `HostServer` until every thread is done and an outcome arrived;
+/// returns the outcome and the captured output.
+fn run(clients: usize, body: impl Fn(&Client<HostThread>, usize) + Sync) -> (Outcome, String, String) {
+    let layout = Layout::new(8, 1);
+    let region = HostRegion::new(layout);
+    let client = Client::<HostThread>::new();
+    // SAFETY: a fresh zeroed region laid out for 8 ports of one lane, outliving the threads below.
+    unsafe { client.reset(region.as_ptr(), 8) };
+    let (out, err) = (Capture::default(), Capture::default());
+    // SAFETY: same region; this is its only server.
+    let mut server =
+        unsafe { HostServer::new(region.as_ptr(), 8, 1) }.with_output(Box::new(out.clone()), Box::new(err.clone()));
+    let outcome = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..clients)
+            .map(|n| {
+                scope.spawn({
+                    let client = &client;
+                    let body = &body;
+                    move || body(client, n)
+                })
+            })
+            .collect();
+        let mut outcome = None;
+        loop {
+            let done = workers.iter().all(|w| w.is_finished());
+            outcome = server.poll().unwrap().or(outcome);
+            if done {
+                break;
+            }
+        }
+        outcome.expect("a client reported exit or abort")
+    });
+    server.flush().unwrap();
+    let text = |c: Capture| String::from_utf8(c.0.lock().unwrap().clone()).unwrap();
+    (outcome, text(out), text(err))
+}
+
+/// A region of two ports of one lane and a client reset on it; the region's words stay put when it moves.
+fn two_ports() -> (HostRegion, Client<HostThread>) {
+    let region = HostRegion::new(Layout::new(2, 1));
+    let client = Client::<HostThread>::new();
+    // SAFETY: a fresh zeroed region laid out for 2 ports of one lane; the caller keeps it as long as the client.
+    unsafe { client.reset(region.as_ptr(), 2) };
+    (region, client)
+}
+
+#[test]
+fn serves_prints_tests_and_exit() {
+    let (outcome, out, err) = run(4, |client, n| {
+        assert_eq!(client.test_increment(n as u64), n as u64 + 1);
+        assert!(client.test_interface(5 + n as u32));
+        client.test_hand_offs(3 + n as u32);
+        let mut echo = [0u8; 300];
+        let input: Vec<u8> = (0..200 + n).map(|i| i as u8).collect();
+        assert_eq!(client.test_echo(&input, &mut echo), input.len());
+        assert_eq!(&echo[..input.len()], &input[..]);
+        let long = "x".repeat(1000 + n);
+        gpu_io::print(client, gpu_io::Stream::Stdout, format_args!("thread {n}: {long}\n"));
+        gpu_io::write_line(client, gpu_io::Stream::Stderr, format!("err {n}").as_bytes());
+        if n == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            client.exit(7);
+        }
+    });
+    assert_eq!(outcome, Outcome::Exit(7));
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort();
+    let expected: Vec<String> = (0..4).map(|n| format!("thread {n}: {}", "x".repeat(1000 + n))).collect();
+    assert_eq!(lines, expected);
+    let mut lines: Vec<&str> = err.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["err 0", "err 1", "err 2", "err 3"]);
+}
+
+#[test]
+fn counts_messages_and_lanes() {
+    let (region, client) = two_ports();
+    // SAFETY: same region; this is its only server.
+    let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
+    std::thread::scope(|scope| {
+        let worker = scope.spawn(|| (0..5).for_each(|n| assert_eq!(client.test_increment(n), n + 1)));
+        while !worker.is_finished() {
+            server.poll().unwrap();
+        }
+    });
+    assert_eq!(server.stats(), ServeStats { messages: 5, lanes: 5 });
+}
+
+#[test]
+fn abort_is_reported_and_first_outcome_wins() {
+    // Thread 0 aborts; thread 1 exits well after the server took the abort.
+    let (outcome, _, _) = run(2, |client, n| {
+        if n == 0 {
+            client.abort();
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            client.exit(3);
+        }
+    });
+    assert_eq!(outcome, Outcome::Abort);
+}
+
+#[test]
+fn unknown_opcode_is_an_error() {
+    let (region, client) = two_ports();
+    let mut port = client.open(0x4242);
+    port.send(|_| {});
+    port.close();
+    // SAFETY: same region; this is its only server.
+    let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
+    assert!(matches!(server.poll(), Err(ServerError::UnknownOpcode { opcode: 0x4242, .. })));
+}
+
+/// Sends, on `port`, the first packet of a `WRITE` stream of `len` bytes to `stream` from the thread at `writer`:
+/// `text` (at most a packet's worth) is what arrives. The rest never comes, as from a thread whose kernel faults or
+/// that stalls between two packets.
+pub(crate) fn send_first_packet_of_a_write(
+    port: &mut startup_common::rpc::Port<'_, HostThread>,
+    stream: gpu_io::Stream,
+    len: usize,
+    text: &[u8],
+    writer: ThreadIds,
+) {
+    let head = WriteHead::for_thread(stream as u8, 0, writer);
+    port.send(|packet| {
+        packet.set(0, len as u64);
+        for (word, value) in head.encode().into_iter().enumerate() {
+            packet.set(1 + word, value);
+        }
+        for (word, bytes) in text.chunks(8).enumerate() {
+            let mut padded = [0u8; 8];
+            padded[..bytes.len()].copy_from_slice(bytes);
+            packet.set(1 + WriteHead::WORDS + word, u64::from_le_bytes(padded));
+        }
+    });
+}
+
+/// Opens a port and sends the first packet of a `WRITE` from thread (0, 0, 0) of block (0, 0, 0) there, then lets
+/// the port go, as a thread whose kernel faults between two packets does: nothing uses the port after it.
+pub(crate) fn first_packet_of_a_write(client: &Client<HostThread>, stream: gpu_io::Stream, len: usize, text: &[u8]) {
+    let mut port = client.open(opcode::WRITE);
+    send_first_packet_of_a_write(&mut port, stream, len, text, ThreadIds::default());
+    port.close();
+}
+
+/// A client that stops in the middle of a stream (its kernel faulted) does not keep the server waiting once
+/// `client_gone` says so; the bytes that did arrive are written at once, ending their line, and the port is never
+/// served again.
+#[test]
+fn a_stream_cut_short_is_given_up_and_its_bytes_kept() {
+    let (region, client) = two_ports();
+    let out = Capture::default();
+    // SAFETY: same region; this is its only server.
+    let mut server =
+        unsafe { HostServer::new(region.as_ptr(), 2, 1) }.with_output(Box::new(out.clone()), Box::new(io::sink()));
+    first_packet_of_a_write(&client, gpu_io::Stream::Stdout, 1000, b"the first forty bytes of a longer line..");
+    let mut asked = 0;
+    let outcome = server.poll_watched(&mut || {
+        asked += 1;
+        asked == 3
+    });
+    assert_eq!(outcome.unwrap(), None);
+    assert_eq!(asked, 3, "the server asked until told to give up");
+    let given_up = server.take_given_up();
+    assert_eq!(
+        given_up,
+        [GivenUp {
+            port: given_up[0].port,
+            opcode: opcode::WRITE,
+            lanes: 1,
+            sender: Some(ThreadIds::default()),
+            why: GiveUpReason::ClientGone
+        }]
+    );
+    assert_eq!(
+        given_up[0].to_string(),
+        format!(
+            "RPC: gave up a message on port {} (WRITE from thread (0, 0, 0) of block (0, 0, 0)): its client stopped in \
+             the middle of it",
+            given_up[0].port
+        )
+    );
+    assert!(server.take_given_up().is_empty(), "reported once");
+    server.poll_watched(&mut || panic!("nothing is waiting")).unwrap();
+    assert!(!server.served_last_poll(), "the abandoned port is not served again");
+    assert_eq!(&out.0.lock().unwrap()[..], b"the first forty bytes of a longer line..\n");
+    server.flush().unwrap();
+    assert_eq!(&out.0.lock().unwrap()[..], b"the first forty bytes of a longer line..\n", "nothing more at the end");
+}
+
+/// A client that stalls in the middle of a message while its kernel still runs is given up after the stall limit,
+/// reported with its port and thread, and every other thread is served on: nothing tells the server that the client
+/// is gone, yet the other thread's output does not wait for ever.
+#[test]
+fn a_stalled_message_is_given_up_and_the_rest_served() {
+    let (region, client) = two_ports();
+    let out = Capture::default();
+    let limit = Duration::from_millis(100);
+    // SAFETY: same region; this is its only server.
+    let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) }
+        .with_output(Box::new(out.clone()), Box::new(io::sink()))
+        .with_stall_limit(limit);
+    let writer = ThreadIds { thread: [5, 1, 0], block: [3, 0, 2] };
+    // What the first packet of a WRITE carries: 40 bytes.
+    const TEXT: &[u8; 40] = b"this line stalls after its first packet.";
+    let client = &client;
+    let stalled_port = std::thread::scope(|scope| {
+        let (opened, stalled_port) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let stalled = scope.spawn(move || {
+            let mut port = client.open(opcode::WRITE);
+            send_first_packet_of_a_write(&mut port, gpu_io::Stream::Stdout, 500, TEXT, writer);
+            opened.send(port.index()).unwrap();
+            // The client keeps its port (and so its lock) while it stalls, as a GPU thread inside `send_n` does.
+            released.recv().unwrap();
+            drop(port);
+        });
+        let stalled_port = stalled_port.recv().unwrap();
+        let started = Instant::now();
+        let other = scope.spawn(|| {
+            gpu_io::write_line(client, gpu_io::Stream::Stdout, b"another thread goes on");
+            client.exit(0);
+        });
+        while !other.is_finished() || server.outcome().is_none() {
+            server.poll_watched(&mut || false).unwrap();
+            assert!(started.elapsed() < limit * 50, "the other thread waits behind the stalled one");
+        }
+        assert!(started.elapsed() >= limit, "given up before the limit");
+        release.send(()).unwrap();
+        stalled.join().unwrap();
+        stalled_port
+    });
+    let given_up = server.take_given_up();
+    assert_eq!(
+        given_up,
+        [GivenUp {
+            port: stalled_port,
+            opcode: opcode::WRITE,
+            lanes: 1,
+            sender: Some(writer),
+            why: GiveUpReason::Stalled(limit)
+        }]
+    );
+    assert_eq!(
+        given_up[0].to_string(),
+        format!(
+            "RPC: gave up a message on port {stalled_port} (WRITE from thread (5, 1, 0) of block (3, 0, 2)): its \
+             client made no progress for 100ms"
+        )
+    );
+    assert!(server.server.is_retired(stalled_port));
+    assert_eq!(server.outcome(), Some(Outcome::Exit(0)));
+    server.flush().unwrap();
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["another thread goes on", "this line stalls after its first packet."]);
+}
+
+/// Writes a region's words directly, as a GPU program that writes over its RPC region does.
+#[derive(Clone, Copy)]
+pub(crate) struct Scribbler {
+    base: usize,
+    layout: Layout,
+}
+
+impl Scribbler {
+    pub(crate) fn new(region: *mut c_void, layout: Layout) -> Self {
+        Self { base: region as usize, layout }
+    }
+
+    pub(crate) fn set(&self, index: usize, value: u64) {
+        assert!(index < self.layout.words());
+        // SAFETY: the index is a word of the region's layout, inside the live region, and every access is atomic.
+        unsafe { std::sync::atomic::AtomicU64::from_ptr((self.base as *mut u64).add(index)) }
+            .store(value, std::sync::atomic::Ordering::Release);
+    }
+
+    /// A message on `port`: `opcode` and `mask` in its header, `packet` in the first words of every lane's packet,
+    /// then the client outbox set to `client_word` (whose lowest bit hands the port over when it is 1 on a fresh
+    /// port).
+    pub(crate) fn post(&self, port: u32, opcode: u64, mask: u64, packet: &[u64], client_word: u64) {
+        self.set(self.layout.header(port), opcode);
+        self.set(self.layout.header(port) + 1, mask);
+        for lane in 0..self.layout.lane_size() {
+            for (word, &value) in packet.iter().enumerate() {
+                self.set(self.layout.packet_word(port, word, lane), value);
+            }
+        }
+        self.set(self.layout.client_outbox(port), client_word);
+    }
+}
+
+/// Posts a one-packet `FIRST_USER` message of one lane on `port` of the region at `region`, as a client would,
+/// straight through the layout's words.
+fn post_raw(region: usize, layout: Layout, port: u32) {
+    let scribbler = Scribbler { base: region, layout };
+    // SAFETY: the index is a word of the live region; reading it atomically is how the client reads its outbox.
+    let out = unsafe { std::sync::atomic::AtomicU64::from_ptr((region as *mut u64).add(layout.client_outbox(port))) }
+        .load(std::sync::atomic::Ordering::Relaxed);
+    scribbler.post(port, u64::from(opcode::FIRST_USER), 1, &[], out ^ 1);
+}
+
+/// A message on one of the latest ports is served in the same pass even when it arrives after the scan went
+/// past that port's group: here the handler of a message on port 70 (second group) posts one on port 0 (first
+/// group, served just before), and one poll serves both.
+#[test]
+fn a_latest_port_is_looked_at_again_within_the_pass() {
+    let layout = Layout::new(128, 1);
+    let region = HostRegion::new(layout);
+    let address = region.as_ptr() as usize;
+    // SAFETY: a fresh zeroed region laid out for 128 ports of one lane, outliving the server; its only server.
+    let mut server = unsafe { HostServer::new(region.as_ptr(), 128, 1) };
+    server.register(
+        opcode::FIRST_USER,
+        Box::new(move |port, _| {
+            port.recv(|_, _| {});
+            if port.index() == 70 {
+                post_raw(address, layout, 0);
+            }
+            Ok(())
+        }),
+    );
+    post_raw(address, layout, 0);
+    server.poll().unwrap();
+    assert_eq!(server.stats().messages, 1);
+    post_raw(address, layout, 70);
+    server.poll().unwrap();
+    assert_eq!(server.stats().messages, 3, "port 0's second message waited for the next pass");
+}
+
+#[test]
+fn new_operations_join_through_the_table() {
+    let (region, client) = two_ports();
+    // SAFETY: same region; this is its only server.
+    let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
+    server.register(
+        opcode::FIRST_USER,
+        Box::new(|port, _| {
+            let mut value = 0;
+            port.recv(|_, packet| value = packet.get(0));
+            port.send(|_, packet| packet.set(0, value * 3));
+            Ok(())
+        }),
+    );
+    let result = std::thread::scope(|scope| {
+        let worker = scope.spawn(|| {
+            let mut port = client.open(opcode::FIRST_USER);
+            port.send(|packet| packet.set(0, 14));
+            let mut value = 0;
+            port.recv(|packet| value = packet.get(0));
+            value
+        });
+        while !worker.is_finished() {
+            server.poll().unwrap();
+        }
+        worker.join().unwrap()
+    });
+    assert_eq!(result, 42);
+}
+
+/// A server on a fresh region of `ports` ports of `lanes` lanes whose output goes to `out`, with the region and a
+/// scribbler for it. The region's words stay put when the tuple moves.
+fn scribbled(ports: u32, lanes: u32, out: &Capture) -> (HostRegion, Scribbler, HostServer) {
+    let layout = Layout::new(ports, lanes);
+    let region = HostRegion::new(layout);
+    let scribbler = Scribbler::new(region.as_ptr(), layout);
+    // SAFETY: a fresh zeroed region of this layout, which the caller keeps as long as the server; its only server.
+    let server = unsafe { HostServer::new(region.as_ptr(), ports, lanes) }
+        .with_output(Box::new(out.clone()), Box::new(out.clone()))
+        .with_stall_limit(Duration::from_millis(50));
+    (region, scribbler, server)
+}
+
+/// Messages whose lengths and round counts are absurd, behind a client outbox of u64::MAX (which reads as 1, so
+/// the waits inside the message still wait): each ends in bounded time, holding next to nothing, and the port is
+/// retired. With nothing to say the client is gone, the stall limit ends them; a `TEST_ECHO` that announces more
+/// than the server holds is refused at once.
+#[test]
+fn absurd_lengths_and_rounds_end_in_bounded_time_and_memory() {
+    let stdout = WriteHead::for_thread(1, 0, ThreadIds::default()).encode()[0];
+    let cases: [(u32, &[u64]); 4] = [
+        (opcode::WRITE, &[1 << 62, stdout, 0, u64::from_le_bytes(*b"first 8.")]),
+        (opcode::WRITE, &[u64::MAX, stdout | u64::from(WriteHead::MORE) << 8, 0]),
+        (opcode::TEST_HAND_OFFS, &[u64::MAX]),
+        (opcode::TEST_INTERFACE, &[u64::MAX, 0]),
+    ];
+    for (op, packet) in cases {
+        for lanes in [1, 32] {
+            let out = Capture::default();
+            let (_region, scribbler, mut server) = scribbled(2, lanes, &out);
+            scribbler.post(1, u64::from(op), u64::MAX, packet, u64::MAX);
+            let started = Instant::now();
+            assert_eq!(server.poll_watched(&mut || false).unwrap(), None);
+            let took = started.elapsed();
+            assert!(took >= Duration::from_millis(50) && took < Duration::from_secs(5), "{op:#x}: {took:?}");
+            let given_up = server.take_given_up();
+            assert_eq!(given_up.len(), 1, "{op:#x}");
+            assert_eq!((given_up[0].port, given_up[0].why), (1, GiveUpReason::Stalled(Duration::from_millis(50))));
+            assert_eq!(server.held_output_bytes(), 0, "{op:#x}: a message given up holds nothing");
+            assert!(out.0.lock().unwrap().len() <= 64 * 40, "{op:#x}: only what the first packet carried");
+            // The port stays retired whatever the device writes next.
+            scribbler.set(Layout::new(2, lanes).client_outbox(1), 0);
+            server.poll_watched(&mut || panic!("nothing to wait for")).unwrap();
+            assert!(!server.served_last_poll());
+        }
+    }
+    let out = Capture::default();
+    let (_region, scribbler, mut server) = scribbled(2, 32, &out);
+    scribbler.post(0, u64::from(opcode::TEST_ECHO), 1 << 7, &[1 << 62], 1);
+    let refused = server.poll_watched(&mut || panic!("refused before any wait")).unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "RPC: a test echo of 4611686018427387904 bytes from lane 7 (port 0) is over the limit of 65536 a lane"
+    );
+}
+
+/// Numbers a test handler does arithmetic on wrap, rather than panic in a debug build.
+#[test]
+fn test_handlers_wrap_on_absurd_values() {
+    let out = Capture::default();
+    let (region, scribbler, mut server) = scribbled(1, 1, &out);
+    let layout = region.layout();
+    scribbler.post(0, u64::from(opcode::TEST_INCREMENT), 1, &[u64::MAX], 1);
+    server.poll().unwrap();
+    // The reply is in the packet, and the port handed back (both outboxes at 1).
+    let reply = Scribbler::new(region.as_ptr(), layout);
+    let word = |index: usize| {
+        // SAFETY: a word of the live region, read atomically.
+        unsafe { std::sync::atomic::AtomicU64::from_ptr(region.as_ptr().cast::<u64>().add(index)) }
+            .load(std::sync::atomic::Ordering::Acquire)
+    };
+    assert_eq!((word(layout.packet_word(0, 0, 0)), word(layout.server_outbox(0))), (0, 1));
+    // Two rounds of the interface test where the client answers u64::MAX: the server's successor wraps to 0.
+    reply.post(0, u64::from(opcode::TEST_INTERFACE), 1, &[2, 0], 0);
+    let mut answered = 0;
+    server
+        .poll_watched(&mut || {
+            // Each time the server waits for the client's answer: give it u64::MAX.
+            if word(layout.server_outbox(0)) != word(layout.client_outbox(0)) {
+                return false;
+            }
+            answered += 1;
+            reply.set(layout.packet_word(0, 0, 0), u64::MAX);
+            reply.set(layout.client_outbox(0), word(layout.client_outbox(0)) ^ 1);
+            answered > 5
+        })
+        .unwrap();
+    assert_eq!(answered, 2, "both rounds answered, the verdict sent");
+    assert_eq!(word(layout.packet_word(0, 0, 0)), u64::MAX, "every lane id was right");
+    assert!(server.take_given_up().is_empty());
+}
+
+/// The exit status travels as 64 bits: one outside `c_int` (the device wrote over the packet) is kept whole, so
+/// that it cannot become 0; an `EXIT` (or any message) from no lanes is an error, not a silent 0.
+#[test]
+fn an_exit_status_keeps_its_bits_and_needs_a_lane() {
+    let out = Capture::default();
+    let (_region, scribbler, mut server) = scribbled(2, 32, &out);
+    scribbler.post(1, u64::from(opcode::EXIT), 1 << 3, &[1 << 32], 1);
+    assert_eq!(server.poll().unwrap(), Some(Outcome::Exit(1 << 32)));
+    let (_region, scribbler, mut server) = scribbled(2, 32, &out);
+    // Lanes above the group's size do not count: this mask names none of the 32.
+    scribbler.post(1, u64::from(opcode::EXIT), 0xffff_ffff_0000_0000, &[0], 1);
+    let error = server.poll().unwrap_err();
+    assert_eq!(error.to_string(), "RPC: a message from no lanes (opcode 0x2, port 1): the RPC region was written over");
+}
+
+/// Output as a [`Capture`] receives it: every write call's length.
+#[derive(Clone, Default)]
+struct WriteSizes(Arc<Mutex<Vec<usize>>>, Capture);
+
+impl Write for WriteSizes {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0.lock().unwrap().push(bytes.len());
+        self.1.write(bytes)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// One message far over the per-thread cap goes out in pieces as it arrives, never held whole; every byte arrives,
+/// in order. A message within the cap is written whole even while another thread's long one streams.
+#[test]
+fn a_long_write_streams_out_as_it_arrives() {
+    let (region, client) = two_ports();
+    let sizes = WriteSizes::default();
+    // SAFETY: same region; this is its only server.
+    let mut server =
+        unsafe { HostServer::new(region.as_ptr(), 2, 1) }.with_output(Box::new(sizes.clone()), Box::new(io::sink()));
+    let long: Vec<u8> = (0..5 * HELD_PER_THREAD + 77).map(|i| b'a' + (i % 26) as u8).collect();
+    let client = &client;
+    let mut most_held = 0;
+    std::thread::scope(|scope| {
+        let worker = scope.spawn(|| gpu_io::write(client, gpu_io::Stream::Stdout, &long));
+        while !worker.is_finished() {
+            server.poll().unwrap();
+            most_held = most_held.max(server.held_output_bytes());
+        }
+    });
+    server.flush().unwrap();
+    assert_eq!(&sizes.1.0.lock().unwrap()[..], &long[..]);
+    let writes = sizes.0.lock().unwrap();
+    assert!(writes.len() >= 5, "written in pieces: {writes:?}");
+    assert!(writes.iter().all(|&n| n <= HELD_PER_THREAD), "a piece larger than the cap: {writes:?}");
+    assert!(most_held <= HELD_PER_THREAD + ENTRY_COST);
+    assert_eq!(server.held_output_bytes(), 0);
+}
