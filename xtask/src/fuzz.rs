@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use xshell::{Shell, cmd};
 
 /// The targets of `loader/fuzz/Cargo.toml`.
-pub const TARGETS: [&str; 3] = ["image", "constructors", "args"];
+pub const TARGETS: [&str; 4] = ["image", "constructors", "args", "rpc_server"];
 
 /// Flags for every build and run, so that `cargo fuzz run` finds the build of `cargo fuzz build` current:
 /// optimized with debug assertions (overflow checks), no sanitizer (the fuzzed code is safe Rust; a build without
