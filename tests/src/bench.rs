@@ -142,6 +142,9 @@ fn benchmarks(cli: &Cli) -> Result<()> {
     if wanted("idle-cpu") {
         rows.push(idle_cpu(&images, repeat.min(3))?);
     }
+    if wanted("rpc-after-idle") {
+        rows.push(rpc_after_idle(&images, &loader, repeat.min(3))?);
+    }
     print_table(&rows);
     if let Some(path) = &cli.json {
         let json = serde_json::json!({ "device": device, "results": rows });
@@ -800,7 +803,50 @@ fn idle_cpu(images: &Path, repeat: usize) -> Result<Row> {
         "cores",
         Stats::of(samples),
         None,
-        "≤ 1 core",
+        "≤ 0.1 core",
+    ))
+}
+
+/// Benchmark 7: One thread's first RPC after the host's serve loop went idle (50 ms without a message, so it sleeps
+/// between its passes), timed on the device (`rpc-latency N after-idle 50`), against the round trip that follows it
+/// at once, while the loop is busy again. Several samples per `gpu-loader` process.
+fn rpc_after_idle(images: &Path, loader: &Path, repeat: usize) -> Result<Row> {
+    const SAMPLES_PER_PROCESS: usize = 10;
+    let image = images.join("rpc-latency.ptx");
+    let mut command = Command::new(loader);
+    command.args(["--timeout", "60"]).arg(&image).args([&SAMPLES_PER_PROCESS.to_string(), "after-idle", "50"]);
+    let (mut firsts, mut nexts) = (Vec::new(), Vec::new());
+    for process in 0..=repeat {
+        let output = command.stderr(Stdio::inherit()).output()?;
+        if !output.status.success() {
+            bail!("{} after-idle failed with {}", image.display(), output.status);
+        }
+        let text = String::from_utf8_lossy(&output.stdout);
+        let samples: Vec<(f64, f64)> = text
+            .lines()
+            .map(|line| {
+                let rest = line.strip_prefix("after idle ns: first ")?;
+                let (first, next) = rest.split_once(" next ")?;
+                Some((first.parse::<f64>().ok()? / 1e9, next.parse::<f64>().ok()? / 1e9))
+            })
+            .collect::<Option<_>>()
+            .filter(|samples: &Vec<_>| samples.len() == SAMPLES_PER_PROCESS)
+            .with_context(|| format!("unexpected output of rpc-latency after-idle: {text:?}"))?;
+        // The first process warms the JIT cache; it is reported but not counted.
+        let worst = samples.iter().map(|&(first, _)| first).fold(0.0, f64::max);
+        eprintln!("gpu-bench:   process {process}: first round trip after idle up to {:.1} µs", worst * 1e6);
+        if process > 0 {
+            firsts.extend(samples.iter().map(|&(first, _)| first));
+            nexts.extend(samples.iter().map(|&(_, next)| next));
+        }
+    }
+    Ok(row(
+        "rpc-after-idle",
+        "one thread's first RPC after 50 ms without messages (test noop, device clock)",
+        "µs",
+        Stats::of(firsts),
+        Some((Stats::of(nexts), "the round trip right after it, the serve loop busy again")),
+        "≤ 100 µs (max)",
     ))
 }
 

@@ -185,6 +185,15 @@ impl<G: Gpu> Client<G> {
         !self.setup().region.is_null()
     }
 
+    /// The client's region and its layout, or `None` before [`Client::reset`]. Only for test programs that write over
+    /// their own channel to check how the host copes (`tests/programs/rpc-scribble`): any other write to the region
+    /// breaks the protocol.
+    #[cfg(feature = "testing")]
+    pub fn region_for_testing(&self) -> Option<(*mut c_void, Layout)> {
+        let Setup { region, port_count, .. } = self.setup();
+        (!region.is_null()).then(|| (region, Layout::new(port_count, G::LANE_SIZE)))
+    }
+
     /// Opens a port for the calling lane group to send a message with `opcode`. Every lane of the group calls this
     /// together; the lowest lane takes a free port's lock for all of them. Returns once the group owns a port.
     ///

@@ -6,6 +6,11 @@
 //! many bare hand-offs of one port's buffers (test hand-offs), times both with the device's clock and prints
 //! `round trip ps: message M hand-off H` (picoseconds per round trip, over all the repeats): the protocol's
 //! cost against the hardware's, on the same SM, port and host thread.
+//!
+//! With `after-idle MS` as `argv[2]` and `argv[3]`, the thread takes `argv[1]` samples of the first round trip after
+//! a pause: it waits MS milliseconds on the device (no message meanwhile, so the host's serve loop goes idle), times
+//! one empty message, then at once a second, and prints `after idle ns: first F next N` per sample: how long the
+//! host takes to notice a message when it was idle, against its busy round trip.
 #![no_std]
 
 use core::ffi::{CStr, c_char, c_int};
@@ -48,6 +53,25 @@ pub extern "C" fn main(argc: c_int, argv: *mut *mut c_char, _envp: *mut *mut c_c
         }
         let per_round = |ns: u64| ns * 1000 / (u64::from(rounds.max(1)) * u64::from(COMPARE_REPEATS));
         println!("round trip ps: message {} hand-off {}", per_round(messages), per_round(hand_offs));
+        return 0;
+    }
+    if mode == b"after-idle" {
+        // SAFETY: as above; `after-idle` takes the pause as a third argument.
+        let pause = if argc > 3 { unsafe { CStr::from_ptr(*argv.add(3)) }.to_str().ok() } else { None };
+        let Some(millis) = pause.and_then(|text| text.parse::<u64>().ok()) else { return 2 };
+        let client = rt::RUNTIME.client();
+        for _ in 0..rounds {
+            let paused = rt::Target::nanoseconds();
+            while rt::Target::nanoseconds() - paused < millis * 1_000_000 {
+                rt::Target::sleep_briefly();
+            }
+            let started = rt::Target::nanoseconds();
+            client.test_noop();
+            let first = rt::Target::nanoseconds();
+            client.test_noop();
+            let next = rt::Target::nanoseconds();
+            println!("after idle ns: first {} next {}", first - started, next - first);
+        }
         return 0;
     }
     if mode == b"empty" {
