@@ -21,7 +21,7 @@ mod output;
 pub(crate) mod tests;
 
 pub use handlers::ECHO_LIMIT;
-pub use output::{ENTRY_COST, HELD_IN_ALL, HELD_PER_THREAD, WriterKey};
+pub use output::{ENTRY_COST, HELD_IN_ALL, HELD_PER_THREAD};
 
 /// The longest output may wait in the server's buffers while the ports stay busy.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(20);
