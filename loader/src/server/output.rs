@@ -145,27 +145,14 @@ impl Output {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
+    use crate::server::tests::Capture;
 
-    #[derive(Clone, Default)]
-    struct Sink(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Sink {
-        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    fn output() -> (Output, Sink) {
-        let sink = Sink::default();
+    fn output() -> (Output, Capture) {
+        let sink = Capture::default();
         (Output::new(Box::new(sink.clone()), Box::new(io::sink())), sink)
     }
 
-    fn written(output: &mut Output, sink: &Sink) -> Vec<u8> {
+    fn written(output: &mut Output, sink: &Capture) -> Vec<u8> {
         output.flush().unwrap();
         sink.0.lock().unwrap().clone()
     }

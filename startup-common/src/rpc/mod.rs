@@ -378,6 +378,37 @@ impl Packet<'_> {
     }
 }
 
+/// A message written into a region word by word, bypassing the protocol, as a program that writes over its RPC region
+/// does: for tests of how the host copes (the loader's, and `tests/programs/rpc-scribble` on the GPU).
+#[cfg(any(test, feature = "testing"))]
+#[derive(Clone, Copy, Debug)]
+pub struct Scribble<'a> {
+    pub port: u32,
+    /// Header word 0.
+    pub opcode: u64,
+    /// Header word 1.
+    pub mask: u64,
+    /// The first words of every lane's packet.
+    pub packet: &'a [u64],
+    /// Written into the client outbox last: its lowest bit hands the port over when it differs from the server's.
+    pub client_word: u64,
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl Scribble<'_> {
+    /// Writes the message into a region laid out by `layout`, through `set(word index, value)`.
+    pub fn write(&self, layout: &Layout, mut set: impl FnMut(usize, u64)) {
+        set(layout.header(self.port), self.opcode);
+        set(layout.header(self.port) + 1, self.mask);
+        for lane in 0..layout.lane_size() {
+            for (word, &value) in self.packet.iter().enumerate() {
+                set(layout.packet_word(self.port, word, lane), value);
+            }
+        }
+        set(layout.client_outbox(self.port), self.client_word);
+    }
+}
+
 /// The one reading of a mailbox word: its lowest bit. A side only ever stores 0 or 1, but the region is device-writable
 /// memory that a buggy program can scribble over; reading every other value the same way everywhere (the server's
 /// scan, its open, its waits, and the client's) keeps a corrupt word from looking handed over to one reader and not to

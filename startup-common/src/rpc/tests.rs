@@ -255,9 +255,9 @@ mod plain {
         }
         // A stream of 2^62 bytes announced in the first packet; the word stays at u64::MAX (bit 1): once the server
         // has handed the buffers back it must wait for the client, asking its watcher, not read on for ever.
-        scribble(&region, layout.header(1), u64::from(opcode::TEST_ECHO));
-        scribble(&region, layout.header(1) + 1, 1);
-        scribble(&region, layout.packet_word(1, 0, 0), 1 << 62);
+        let echo =
+            Scribble { port: 1, opcode: opcode::TEST_ECHO.into(), mask: 1, packet: &[1 << 62], client_word: u64::MAX };
+        echo.write(&layout, |index, value| scribble(&region, index, value));
         let mut asked = 0;
         let mut watch = |hand_offs: u64| {
             assert_eq!(hand_offs, 0, "no hand-off came");
@@ -292,10 +292,13 @@ mod plain {
         let (region, _client) = setup(1);
         let layout = region.layout();
         let mut server = server(&region);
-        scribble(&region, layout.header(0), u64::from(opcode::TEST_ECHO));
-        scribble(&region, layout.header(0) + 1, 1);
-        scribble(&region, layout.packet_word(0, 0, 0), u64::MAX);
-        scribble(&region, layout.client_outbox(0), 1);
+        // A test echo from one lane announcing `len` bytes, written into `region`.
+        let echo = |region: &HostRegion, len: u64| {
+            let message =
+                Scribble { port: 0, opcode: opcode::TEST_ECHO.into(), mask: 1, packet: &[len], client_word: 1 };
+            message.write(&layout, |index, value| scribble(region, index, value));
+        };
+        echo(&region, u64::MAX);
         let mut port = server.open(0).unwrap();
         let mut calls = 0;
         let outcome = port.recv_n(|piece| {
@@ -309,10 +312,7 @@ mod plain {
         // Owned reception refuses such a stream the same way, before holding anything.
         let (fresh, _client) = setup(1);
         let mut fresh_server = self::server(&fresh);
-        scribble(&fresh, layout.header(0), u64::from(opcode::TEST_ECHO));
-        scribble(&fresh, layout.header(0) + 1, 1);
-        scribble(&fresh, layout.packet_word(0, 0, 0), 1 << 40);
-        scribble(&fresh, layout.client_outbox(0), 1);
+        echo(&fresh, 1 << 40);
         let refused = fresh_server.open(0).unwrap().recv_n_vec::<0>(4096);
         assert_eq!(refused, Err(StreamTooLong { lane: 0, len: 1 << 40, limit: 4096 }));
     }

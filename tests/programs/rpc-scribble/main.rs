@@ -19,7 +19,7 @@
 use core::ffi::{CStr, c_char, c_int, c_void};
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use startup_common::rpc::{Layout, WriteHead, opcode};
+use startup_common::rpc::{Layout, Scribble, WriteHead, opcode};
 use startup_common::{Gpu, ThreadIds, println};
 #[cfg(target_arch = "amdgpu")]
 use startup_amdgpu as rt;
@@ -44,17 +44,8 @@ impl Region {
         self.word(index).store(value, Ordering::Release);
     }
 
-    /// A message on `port`: `opcode` and `mask` in its header, `packet` at the start of every lane's packet, then the
-    /// client outbox set to `client_word`.
     fn post(&self, port: u32, opcode: u64, mask: u64, packet: &[u64], client_word: u64) {
-        self.set(self.layout.header(port), opcode);
-        self.set(self.layout.header(port) + 1, mask);
-        for lane in 0..self.layout.lane_size() {
-            for (word, &value) in packet.iter().enumerate() {
-                self.set(self.layout.packet_word(port, word, lane), value);
-            }
-        }
-        self.set(self.layout.client_outbox(port), client_word);
+        Scribble { port, opcode, mask, packet, client_word }.write(&self.layout, |index, value| self.set(index, value));
     }
 }
 
