@@ -26,7 +26,8 @@ pub(super) fn serve<B: Backend>(
     control: *const Control,
 ) -> Result<RunReport> {
     let deadline = options.timeout.map(|timeout| Instant::now() + timeout);
-    let _precise = PreciseSleeps::new();
+    // Set when the loop first sleeps: a run that never does (most short ones) makes no system call for it.
+    let mut precise_sleeps: Option<PreciseSleeps> = None;
     let mut lost = LostMessages::default();
     let mut last_look = Instant::now();
     // When the ports went idle: `None` while the last pass found work.
@@ -69,6 +70,7 @@ pub(super) fn serve<B: Backend>(
                     continue;
                 }
             } else {
+                precise_sleeps.get_or_insert_with(PreciseSleeps::new);
                 std::thread::sleep(IDLE_SLEEP);
                 if last_look.elapsed() < IDLE_LOOK_UP_INTERVAL {
                     continue;
