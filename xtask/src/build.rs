@@ -198,6 +198,7 @@ fn build_target(
          --target-dir {cargo_target_dir} --config {rustflags} {linker_config...} {packages...}"
     )
     .env("GPU_LLVM_TOOLS_DIR", toolchain::llvm_tools_dir(sysroot))
+    .envs(toolchain::DEVICE_CARGO_ENV)
     .run()
     .with_context(|| format!("building the GPU programs for {target} ({arch}) failed"))?;
     eprintln!("xtask: built the {target} programs for {arch} in {:.1?}", started.elapsed());

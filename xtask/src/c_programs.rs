@@ -165,6 +165,7 @@ pub fn build_startup(sh: &Shell, target: GpuTarget, arch: &str, release: bool) -
         "cargo rustc --quiet -p {package} --target {triple} -Zbuild-std=core --profile {profile}
          --target-dir {target_dir} {config...} --crate-type staticlib"
     )
+    .envs(toolchain::DEVICE_CARGO_ENV)
     .run()
     .with_context(|| format!("building {package} as a static library for {arch} failed"))?;
     let archive = target_dir.join(triple).join(profile_dir).join(format!("lib{}.a", package.replace('-', "_")));

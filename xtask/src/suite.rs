@@ -93,11 +93,30 @@ pub struct TestOptions {
     pub gpu_only: bool,
 }
 
+/// The program `cargo xtask test` also builds in the dev profile: constructors, destructors and printing, and the
+/// one the dev-profile amdgpu build first failed on.
+const DEV_PROFILE_PROGRAM: &str = "init-fini";
+
 /// Builds everything, runs the host tests and the static checks, then the GPU suite on every GPU the machine has.
 pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
     let gpus = Gpus::detect();
     if options.require_gpu && options.targets.iter().all(|&t| !gpus.has(t)) {
         bail!("--require-gpu: no GPU for {} found on this machine", target_names(&options.targets));
+    }
+    if !options.gpu_only {
+        // A plain `cargo xtask build` makes dev-profile images, which take other paths through rustc (incremental
+        // compilation once stopped the amdgpu build): one program per target is built and checked that way too.
+        // The release build below replaces its images.
+        let dev_images = build::build(
+            sh,
+            &BuildOptions {
+                targets: options.targets.clone(),
+                gpu_arch: options.gpu_arch.clone(),
+                release: false,
+                programs: vec![DEV_PROFILE_PROGRAM.to_owned()],
+            },
+        )?;
+        check_images(&dev_images)?;
     }
     let images = build::build(
         sh,
@@ -143,6 +162,10 @@ pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
 fn host_tests(sh: &Shell) -> Result<()> {
     let _dir = sh.push_dir(crate::project_root());
     cmd!(sh, "cargo test --workspace").run().context("host tests failed")?;
+    // The workspace's test build turns on features that one package's own `cargo test` may lack.
+    cmd!(sh, "cargo test --quiet -p startup-common --no-run")
+        .run()
+        .context("`cargo test -p startup-common` does not build")?;
     // The RPC hand-off under loom (bounded model checking of 2 clients and 1 server), in its own target folder
     // because `--cfg loom` changes every crate's build.
     let loom_target = crate::project_root().join("target/loom");
