@@ -1,11 +1,13 @@
 //! GPU images: which architecture an image is for, the symbols the loader needs from it, and the static check that
 //! its kernels match the ABI (`docs/abi.md`).
 
+mod cubin;
 mod ptx;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use object::read::elf::{ElfFile, FileHeader, SectionHeader};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 use startup_common::abi;
 
@@ -107,9 +109,13 @@ impl Image {
             ImageKind::Ptx => Ok(ptx::globals(self.ptx_text()?)),
             ImageKind::Cubin | ImageKind::AmdCodeObject => {
                 let file = self.elf()?;
+                let defined_global = |symbol: &object::Symbol<'_, '_>| match self.kind {
+                    ImageKind::Cubin => cubin::is_defined_global(symbol),
+                    _ => symbol.is_definition() && symbol.is_global(),
+                };
                 Ok(file
                     .symbols()
-                    .filter(|symbol| symbol.is_definition() && symbol.is_global())
+                    .filter(defined_global)
                     .filter_map(|symbol| symbol.name().ok().map(str::to_owned))
                     .collect())
             }
@@ -120,7 +126,7 @@ impl Image {
     pub fn kernel_signatures(&self) -> Result<Vec<KernelSignature>> {
         match self.kind {
             ImageKind::Ptx => ptx::kernels(self.ptx_text()?).map_err(|problem| bad(&self.path, &problem)),
-            ImageKind::Cubin => cubin_kernels(&self.elf()?),
+            ImageKind::Cubin => cubin::kernels(&self.elf()?).map_err(|problem| bad(&self.path, &problem)),
             ImageKind::AmdCodeObject => {
                 let file = self.elf()?;
                 Ok(file
@@ -134,7 +140,8 @@ impl Image {
 
     /// Checks that the image has the three startup kernels, each taking the one argument `docs/abi.md` gives. For
     /// AMD code objects, the kernels' explicit arguments in the metadata note must lie exactly where the structs'
-    /// fields do.
+    /// fields do. A cubin must keep each function in one place for all kernels (see
+    /// [`cubin::compiled_whole_program`]).
     pub fn check_startup_abi(&self) -> Result<()> {
         if self.kind == ImageKind::AmdCodeObject {
             let metadata =
@@ -161,6 +168,14 @@ impl Image {
                     ),
                 ));
             }
+        }
+        if self.kind == ImageKind::Cubin && cubin::compiled_whole_program(&self.elf()?) {
+            return Err(bad(
+                &self.path,
+                "is a cubin compiled whole-program (`ptxas` without `-c`): each kernel has its own copy of every \
+                 function, so the destructors and atexit handlers registered in one kernel cannot run in another; \
+                 compile it with `ptxas -c` (and link that with `nvlink` for a linked cubin)",
+            ));
         }
         Ok(())
     }
@@ -260,7 +275,11 @@ fn classify(path: &Path, bytes: &[u8]) -> Result<ImageKind> {
     }
     let file = object::File::parse(bytes)
         .map_err(|error| bad(path, &format!("is a truncated or corrupt ELF file: {error}")))?;
-    check_elf_extents(path, &file)?;
+    match &file {
+        object::File::Elf32(elf) => check_elf_extents(path, elf, kind)?,
+        object::File::Elf64(elf) => check_elf_extents(path, elf, kind)?,
+        _ => return Err(bad(path, "is a truncated or corrupt ELF file")),
+    }
     if kind == ImageKind::AmdCodeObject && file.kind() != object::ObjectKind::Dynamic {
         return Err(bad(path, "is an AMDGPU relocatable object, not a linked code object (ET_DYN)"));
     }
@@ -281,9 +300,18 @@ fn ptx_len(path: &Path, bytes: &[u8]) -> Result<usize> {
 }
 
 /// Every section's and segment's bytes must lie inside the file: `object` parses them lazily, so a file cut off
-/// after its headers would otherwise pass for whole until the driver reads past its end.
-fn check_elf_extents(path: &Path, file: &object::File<'_>) -> Result<()> {
+/// after its headers would otherwise pass for whole until the driver reads past its end. Sections that occupy no
+/// bytes in the file (`SHT_NOBITS`, and NVIDIA's own such types in a cubin) may lie anywhere.
+fn check_elf_extents<Elf: FileHeader<Endian = object::Endianness>>(
+    path: &Path,
+    file: &ElfFile<'_, Elf>,
+    kind: ImageKind,
+) -> Result<()> {
     for section in file.sections() {
+        let section_type = section.elf_section_header().sh_type(file.endian());
+        if kind == ImageKind::Cubin && cubin::occupies_no_file_bytes(section_type) {
+            continue;
+        }
         // `SHT_NOBITS` sections have no bytes in the file: their `data` is empty, never an error.
         if section.data().is_err() {
             let name = section.name().unwrap_or("?");
@@ -310,38 +338,6 @@ fn machine_name(machine: u16) -> &'static str {
         243 => "RISC-V",
         _ => "unknown",
     }
-}
-
-/// Kernels of a cubin: `STT_FUNC` symbols with a `.nv.info.NAME` section, whose `EIATTR_PARAM_CBANK` attribute
-/// gives the parameters' total size.
-fn cubin_kernels(file: &object::File<'_>) -> Result<Vec<KernelSignature>> {
-    const EIATTR_PARAM_CBANK: u8 = 0x0a;
-    let mut kernels = Vec::new();
-    for section in file.sections() {
-        let Some(name) = section.name().ok().and_then(|n| n.strip_prefix(".nv.info.")) else { continue };
-        let data = section.data().unwrap_or_default();
-        let mut param_sizes = Vec::new();
-        let mut at = 0;
-        // Each attribute: format byte, attribute byte, then (format 0x04) a u16 length and that many bytes.
-        while at + 2 <= data.len() {
-            let (format, attribute) = (data[at], data[at + 1]);
-            let (payload, next) = match format {
-                0x04 if at + 4 <= data.len() => {
-                    let len = u16::from_le_bytes([data[at + 2], data[at + 3]]) as usize;
-                    (data.get(at + 4..at + 4 + len).unwrap_or_default(), at + 4 + len)
-                }
-                0x03 => (data.get(at + 2..at + 4).unwrap_or_default(), at + 4),
-                0x02 => (data.get(at + 2..at + 3).unwrap_or_default(), at + 3),
-                _ => (&[][..], at + 2),
-            };
-            if attribute == EIATTR_PARAM_CBANK && payload.len() >= 8 {
-                param_sizes = vec![u64::from(u16::from_le_bytes([payload[6], payload[7]]))];
-            }
-            at = next;
-        }
-        kernels.push(KernelSignature { name: name.to_owned(), param_sizes });
-    }
-    Ok(kernels)
 }
 
 #[cfg(test)]

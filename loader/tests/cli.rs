@@ -8,7 +8,8 @@
 //! messages are checked by the GPU suite.
 //!
 //! Fixtures: `startup-min.ptx` (hand-written: the three startup kernels with the ABI's parameter sizes and nothing
-//! else) and the AMD code objects `startup-abi.gfx90a.elf` and `rust-fields.gfx90a.elf` (sources beside them).
+//! else), the AMD code objects `startup-abi.gfx90a.elf` and `rust-fields.gfx90a.elf` (sources beside them), and the
+//! cubins of `cubins/` (`tests/cubins.rs` says how they were made).
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
@@ -325,6 +326,21 @@ fn an_elf_whose_sections_lie_past_its_end() {
     bytes[text + 0x18..text + 0x20].copy_from_slice(&past_end);
     let image = write(&scratch("section-past-end"), "moved.elf", bytes);
     run(loader([&image])).fails_with(&["is a truncated or corrupt ELF file: section `.text` lies past its end"]);
+}
+
+#[test]
+fn a_whole_program_cubin_is_refused_and_a_linked_one_is_run() {
+    // `ptxas` without `-c` (tests/cubins.rs has the reason); `nvlink` of `ptxas -c` of the same empty program.
+    run(loader([fixture("cubins/empty.full.cubin")])).fails_with(&[
+        "empty.full.cubin: is a cubin compiled whole-program (`ptxas` without `-c`)",
+        "compile it with `ptxas -c`",
+    ]);
+    let ran = run(loader([fixture("cubins/empty.nvlink.cubin")]));
+    if ran.stderr.contains("no GPU") {
+        ran.fails_with(&["gpu-loader: no GPU: "]);
+    } else {
+        assert_eq!((ran.code, ran.stderr.as_str()), (Some(0), ""), "{ran:#?}");
+    }
 }
 
 // --- images without the startup ---
