@@ -176,8 +176,8 @@ pub const MAX_REGISTERS: u32 = 64;
 /// Loads the image. PTX and relocatable cubins go through the driver's JIT linker, which compiles them as
 /// relocatable device code: then a function's address means the same in every kernel of the module. (Compiled
 /// whole-program, as `cuModuleLoadData` does with PTX, ptxas clones device functions into each kernel, and a
-/// function pointer stored by `_begin` — a constructor's `atexit` handler — is not callable from `_end`.) A fully
-/// linked cubin loads as it is.
+/// function pointer stored by `_begin` — a constructor's `atexit` handler — is not callable from `_end`.) A linked
+/// cubin (`nvlink` of a relocatable one) loads as it is; `Image::check_startup_abi` has refused a whole-program one.
 fn load_module(image: &Image, cache: &JitCache) -> Result<sys::CUmodule> {
     let bad_image = |problem: String| LoaderError::BadImage { path: image.path.clone(), problem };
     if image.kind == ImageKind::Cubin && !image.is_relocatable()? {

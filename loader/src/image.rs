@@ -1,8 +1,13 @@
 //! GPU images: which architecture an image is for, the symbols the loader needs from it, and the static check that
 //! its kernels match the ABI (`docs/abi.md`).
 
+mod cubin;
+mod ptx;
+
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use object::read::elf::{ElfFile, FileHeader, SectionHeader};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 use startup_common::abi;
 
@@ -10,6 +15,14 @@ use crate::error::{LoaderError, Result};
 
 const EM_CUDA: u16 = 190;
 const EM_AMDGPU: u16 = 224;
+
+/// The largest image the loader reads: far above any program's (the suite's largest is about 1 MiB), and small enough
+/// that reading a file that is no image, or a corrupt one, costs little time and memory.
+pub const MAX_IMAGE_BYTES: u64 = 256 << 20;
+
+/// How much of a file decides its kind: the ELF header's first 20 bytes, or PTX's first directives after the
+/// comments that precede them. A file refused on these bytes is never read whole.
+const HEAD_BYTES: usize = 64 * 1024;
 
 /// What an image holds, decided from its bytes, never its name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,13 +63,16 @@ pub struct KernelSignature {
 pub struct Image {
     pub path: PathBuf,
     pub kind: ImageKind,
+    /// The whole file; for PTX, without the NUL bytes that may pad its end (as NVRTC's output ends with one).
     pub bytes: Vec<u8>,
 }
 
 impl Image {
-    /// Reads and classifies `path`.
+    /// Reads and classifies `path`. Its size and its first bytes are checked before the rest is read, so a file that
+    /// is too large or no image at all costs no more than those checks.
     pub fn read(path: &Path) -> Result<Self> {
-        let metadata = std::fs::metadata(path).map_err(|source| LoaderError::Read { path: path.to_owned(), source })?;
+        let read_error = |source| LoaderError::Read { path: path.to_owned(), source };
+        let metadata = std::fs::metadata(path).map_err(read_error)?;
         if metadata.is_dir() {
             return Err(bad(path, "is a directory, not a GPU image"));
         }
@@ -64,25 +80,42 @@ impl Image {
         if !metadata.is_file() {
             return Err(bad(path, "is not a regular file (a device, FIFO or socket), not a GPU image"));
         }
-        let bytes = std::fs::read(path).map_err(|source| LoaderError::Read { path: path.to_owned(), source })?;
+        check_size(path, metadata.len())?;
+        // The file may grow after the size check: at most one byte more than the limit is read.
+        let mut file = std::fs::File::open(path).map_err(read_error)?.take(MAX_IMAGE_BYTES + 1);
+        let mut bytes = Vec::with_capacity(HEAD_BYTES);
+        (&mut file).take(HEAD_BYTES as u64).read_to_end(&mut bytes).map_err(read_error)?;
+        classify_head(path, &bytes)?;
+        bytes
+            .try_reserve_exact((metadata.len() as usize).saturating_sub(bytes.len()))
+            .map_err(|_| read_error(std::io::ErrorKind::OutOfMemory.into()))?;
+        file.read_to_end(&mut bytes).map_err(read_error)?;
+        check_size(path, bytes.len() as u64)?;
         Self::from_bytes(path, bytes)
     }
 
     /// Classifies image bytes; `path` only names the image in messages.
-    pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Self> {
+    pub fn from_bytes(path: &Path, mut bytes: Vec<u8>) -> Result<Self> {
         let kind = classify(path, &bytes)?;
+        if kind == ImageKind::Ptx {
+            bytes.truncate(ptx_len(path, &bytes)?);
+        }
         Ok(Self { path: path.to_owned(), kind, bytes })
     }
 
     /// The names of the image's defined global symbols (kernels and variables).
     pub fn global_symbols(&self) -> Result<Vec<String>> {
         match self.kind {
-            ImageKind::Ptx => Ok(ptx_globals(self.ptx_text()?)),
+            ImageKind::Ptx => Ok(ptx::globals(self.ptx_text()?)),
             ImageKind::Cubin | ImageKind::AmdCodeObject => {
                 let file = self.elf()?;
+                let defined_global = |symbol: &object::Symbol<'_, '_>| match self.kind {
+                    ImageKind::Cubin => cubin::is_defined_global(symbol),
+                    _ => symbol.is_definition() && symbol.is_global(),
+                };
                 Ok(file
                     .symbols()
-                    .filter(|symbol| symbol.is_definition() && symbol.is_global())
+                    .filter(defined_global)
                     .filter_map(|symbol| symbol.name().ok().map(str::to_owned))
                     .collect())
             }
@@ -92,8 +125,8 @@ impl Image {
     /// The image's kernels with their parameter sizes, where the format records them (PTX and cubin).
     pub fn kernel_signatures(&self) -> Result<Vec<KernelSignature>> {
         match self.kind {
-            ImageKind::Ptx => ptx_kernels(self.ptx_text()?).map_err(|problem| bad(&self.path, &problem)),
-            ImageKind::Cubin => cubin_kernels(&self.elf()?),
+            ImageKind::Ptx => ptx::kernels(self.ptx_text()?).map_err(|problem| bad(&self.path, &problem)),
+            ImageKind::Cubin => cubin::kernels(&self.elf()?).map_err(|problem| bad(&self.path, &problem)),
             ImageKind::AmdCodeObject => {
                 let file = self.elf()?;
                 Ok(file
@@ -107,7 +140,8 @@ impl Image {
 
     /// Checks that the image has the three startup kernels, each taking the one argument `docs/abi.md` gives. For
     /// AMD code objects, the kernels' explicit arguments in the metadata note must lie exactly where the structs'
-    /// fields do.
+    /// fields do. A cubin must keep each function in one place for all kernels (see
+    /// [`cubin::compiled_whole_program`]).
     pub fn check_startup_abi(&self) -> Result<()> {
         if self.kind == ImageKind::AmdCodeObject {
             let metadata =
@@ -134,6 +168,14 @@ impl Image {
                     ),
                 ));
             }
+        }
+        if self.kind == ImageKind::Cubin && cubin::compiled_whole_program(&self.elf()?) {
+            return Err(bad(
+                &self.path,
+                "is a cubin compiled whole-program (`ptxas` without `-c`): each kernel has its own copy of every \
+                 function, so the destructors and atexit handlers registered in one kernel cannot run in another; \
+                 compile it with `ptxas -c` (and link that with `nvlink` for a linked cubin)",
+            ));
         }
         Ok(())
     }
@@ -178,46 +220,98 @@ fn bad(path: &Path, problem: &str) -> LoaderError {
     LoaderError::BadImage { path: path.to_owned(), problem: problem.to_owned() }
 }
 
-fn classify(path: &Path, bytes: &[u8]) -> Result<ImageKind> {
-    if bytes.is_empty() {
+fn check_size(path: &Path, len: u64) -> Result<()> {
+    if len > MAX_IMAGE_BYTES {
+        return Err(bad(path, &format!("is {len} bytes, over the {} MiB a GPU image may have", MAX_IMAGE_BYTES >> 20)));
+    }
+    Ok(())
+}
+
+/// The kind of an image from its first bytes (up to [`HEAD_BYTES`]; all of them for a smaller file), or why those
+/// bytes are no image.
+fn classify_head(path: &Path, bytes: &[u8]) -> Result<ImageKind> {
+    let head = &bytes[..bytes.len().min(HEAD_BYTES)];
+    if head.is_empty() {
         return Err(bad(path, "is empty"));
     }
-    if bytes.starts_with(b"\x7fELF") {
+    if head.starts_with(b"\x7fELF") {
         // e_machine sits at offset 18 in both ELF classes; read it before a full parse so a truncated file for a
         // known machine is reported as truncated, and any other machine by name.
-        let machine = match (bytes.get(5), bytes.get(18..20)) {
+        let machine = match (head.get(5), head.get(18..20)) {
             (Some(1), Some(m)) => u16::from_le_bytes([m[0], m[1]]),
             (Some(2), Some(m)) => u16::from_be_bytes([m[0], m[1]]),
             _ => return Err(bad(path, "is a truncated ELF file")),
         };
-        let kind = match machine {
-            EM_CUDA => ImageKind::Cubin,
-            EM_AMDGPU => ImageKind::AmdCodeObject,
-            other => {
-                return Err(bad(
-                    path,
-                    &format!("is an ELF file for machine {other} ({}), not a GPU image", machine_name(other)),
-                ));
-            }
+        return match machine {
+            EM_CUDA => Ok(ImageKind::Cubin),
+            EM_AMDGPU => Ok(ImageKind::AmdCodeObject),
+            other => Err(bad(
+                path,
+                &format!("is an ELF file for machine {other} ({}), not a GPU image", machine_name(other)),
+            )),
         };
-        let file = object::File::parse(bytes)
-            .map_err(|error| bad(path, &format!("is a truncated or corrupt ELF file: {error}")))?;
-        check_elf_extents(path, &file)?;
-        if kind == ImageKind::AmdCodeObject && file.kind() != object::ObjectKind::Dynamic {
-            return Err(bad(path, "is an AMDGPU relocatable object, not a linked code object (ET_DYN)"));
-        }
-        return Ok(kind);
     }
-    if looks_like_ptx(bytes) {
+    // The text before the first byte that is not UTF-8 (the head may end inside a character; a bad byte further on
+    // is named once the whole file is read).
+    let text = match std::str::from_utf8(head) {
+        Ok(text) => text,
+        Err(error) => std::str::from_utf8(&head[..error.valid_up_to()]).unwrap_or_default(),
+    };
+    if ptx::looks_like_ptx(text.split('\0').next().unwrap_or("")) {
+        ptx_len(path, head)?;
         return Ok(ImageKind::Ptx);
     }
     Err(bad(path, "is not a GPU image (expected PTX text, an NVIDIA cubin or an AMD code object)"))
 }
 
+fn classify(path: &Path, bytes: &[u8]) -> Result<ImageKind> {
+    let kind = classify_head(path, bytes)?;
+    if kind == ImageKind::Ptx {
+        let text = &bytes[..ptx_len(path, bytes)?];
+        if let Err(error) = std::str::from_utf8(text) {
+            return Err(bad(path, &format!("is not valid UTF-8 PTX (at byte {})", error.valid_up_to())));
+        }
+        return Ok(kind);
+    }
+    let file = object::File::parse(bytes)
+        .map_err(|error| bad(path, &format!("is a truncated or corrupt ELF file: {error}")))?;
+    match &file {
+        object::File::Elf32(elf) => check_elf_extents(path, elf, kind)?,
+        object::File::Elf64(elf) => check_elf_extents(path, elf, kind)?,
+        _ => return Err(bad(path, "is a truncated or corrupt ELF file")),
+    }
+    if kind == ImageKind::AmdCodeObject && file.kind() != object::ObjectKind::Dynamic {
+        return Err(bad(path, "is an AMDGPU relocatable object, not a linked code object (ET_DYN)"));
+    }
+    Ok(kind)
+}
+
+/// The length of PTX text: up to its first NUL byte, after which only NULs may follow (the driver reads PTX as a C
+/// string, and NVRTC's output ends with a NUL).
+fn ptx_len(path: &Path, bytes: &[u8]) -> Result<usize> {
+    let Some(end) = bytes.iter().position(|&b| b == 0) else { return Ok(bytes.len()) };
+    if let Some(after) = bytes[end..].iter().position(|&b| b != 0) {
+        return Err(bad(
+            path,
+            &format!("has a NUL byte at {end} inside its PTX text (text follows at {})", end + after),
+        ));
+    }
+    Ok(end)
+}
+
 /// Every section's and segment's bytes must lie inside the file: `object` parses them lazily, so a file cut off
-/// after its headers would otherwise pass for whole until the driver reads past its end.
-fn check_elf_extents(path: &Path, file: &object::File<'_>) -> Result<()> {
+/// after its headers would otherwise pass for whole until the driver reads past its end. Sections that occupy no
+/// bytes in the file (`SHT_NOBITS`, and NVIDIA's own such types in a cubin) may lie anywhere.
+fn check_elf_extents<Elf: FileHeader<Endian = object::Endianness>>(
+    path: &Path,
+    file: &ElfFile<'_, Elf>,
+    kind: ImageKind,
+) -> Result<()> {
     for section in file.sections() {
+        let section_type = section.elf_section_header().sh_type(file.endian());
+        if kind == ImageKind::Cubin && cubin::occupies_no_file_bytes(section_type) {
+            continue;
+        }
         // `SHT_NOBITS` sections have no bytes in the file: their `data` is empty, never an error.
         if section.data().is_err() {
             let name = section.name().unwrap_or("?");
@@ -244,137 +338,6 @@ fn machine_name(machine: u16) -> &'static str {
         243 => "RISC-V",
         _ => "unknown",
     }
-}
-
-/// PTX starts, after comments and blank lines, with `.version`; `.target` follows.
-fn looks_like_ptx(bytes: &[u8]) -> bool {
-    let Ok(text) = std::str::from_utf8(&bytes[..bytes.len().min(64 * 1024)]) else {
-        return false;
-    };
-    let text = strip_ptx_comments(text);
-    let mut directives = text.lines().map(str::trim).filter(|line| !line.is_empty());
-    directives.next().is_some_and(|line| line.starts_with(".version"))
-        && directives.any(|line| line.starts_with(".target"))
-}
-
-/// PTX with `//` and `/* */` comments blanked out.
-fn strip_ptx_comments(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while !rest.is_empty() {
-        if let Some(after) = rest.strip_prefix("//") {
-            rest = after.find('\n').map_or("", |i| &after[i..]);
-        } else if let Some(after) = rest.strip_prefix("/*") {
-            rest = after.find("*/").map_or("", |i| &after[i + 2..]);
-        } else {
-            let c = rest.chars().next().expect("non-empty");
-            out.push(c);
-            rest = &rest[c.len_utf8()..];
-        }
-    }
-    out
-}
-
-/// The names of the `.visible` (exported) globals and entries in PTX.
-fn ptx_globals(text: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    for line in strip_ptx_comments(text).lines() {
-        let mut words = line.split_whitespace().peekable();
-        if words.next() != Some(".visible") {
-            continue;
-        }
-        let Some(kind) = words.next() else { continue };
-        match kind {
-            ".entry" | ".func" => {
-                if let Some(word) = words.next() {
-                    names.push(word.split('(').next().unwrap_or(word).to_owned());
-                }
-            }
-            ".global" | ".const" => {
-                // `.visible .global .align 8 .u64 NAME = ...;` or `... .b8 NAME[16];`: the name is the first word
-                // that is not a directive or a number.
-                let name = words
-                    .find(|w| !w.starts_with('.') && !w.chars().all(|c| c.is_ascii_digit()))
-                    .map(|w| w.trim_end_matches(';').split(['[', '=']).next().unwrap_or(w).to_owned());
-                names.extend(name);
-            }
-            _ => {}
-        }
-    }
-    names
-}
-
-/// Every `.entry` in PTX with its parameters' sizes.
-fn ptx_kernels(text: &str) -> std::result::Result<Vec<KernelSignature>, String> {
-    let text = strip_ptx_comments(text);
-    let mut kernels = Vec::new();
-    let mut rest = text.as_str();
-    while let Some(at) = rest.find(".entry") {
-        rest = &rest[at + ".entry".len()..];
-        let trimmed = rest.trim_start();
-        let name: String = trimmed.chars().take_while(|c| !c.is_whitespace() && *c != '(' && *c != '{').collect();
-        let after_name = &trimmed[name.len()..];
-        let mut param_sizes = Vec::new();
-        if let Some(open) = after_name.trim_start().strip_prefix('(') {
-            let close = open.find(')').ok_or_else(|| format!("unterminated parameter list of `{name}`"))?;
-            for param in open[..close].split(',').map(str::trim).filter(|p| !p.is_empty()) {
-                param_sizes.push(ptx_param_size(param).ok_or_else(|| {
-                    // A declaration may span lines; the message is one.
-                    let param = param.split_whitespace().collect::<Vec<_>>().join(" ");
-                    format!("cannot read parameter `{param}` of `{name}`")
-                })?);
-            }
-            // Go on after the list: no `.entry` lies inside one, and rescanning it for each could take quadratic time.
-            rest = &open[close..];
-        }
-        kernels.push(KernelSignature { name, param_sizes });
-    }
-    Ok(kernels)
-}
-
-/// The size in bytes of one PTX parameter declaration: `.param .u64 x`, `.param .align 8 .b8 x[48]`.
-fn ptx_param_size(param: &str) -> Option<u64> {
-    let words: Vec<&str> = param.split_whitespace().collect();
-    let name = words.last()?;
-    let ty = words.iter().rev().skip(1).find(|w| w.starts_with('.') && *w != &".param" && *w != &".align")?;
-    let bits: u64 = ty.trim_start_matches(".").trim_start_matches(|c: char| c.is_ascii_alphabetic()).parse().ok()?;
-    let count = match name.split_once('[') {
-        Some((_, rest)) => rest.strip_suffix(']')?.parse().ok()?,
-        None => 1,
-    };
-    (bits / 8).checked_mul(count)
-}
-
-/// Kernels of a cubin: `STT_FUNC` symbols with a `.nv.info.NAME` section, whose `EIATTR_PARAM_CBANK` attribute
-/// gives the parameters' total size.
-fn cubin_kernels(file: &object::File<'_>) -> Result<Vec<KernelSignature>> {
-    const EIATTR_PARAM_CBANK: u8 = 0x0a;
-    let mut kernels = Vec::new();
-    for section in file.sections() {
-        let Some(name) = section.name().ok().and_then(|n| n.strip_prefix(".nv.info.")) else { continue };
-        let data = section.data().unwrap_or_default();
-        let mut param_sizes = Vec::new();
-        let mut at = 0;
-        // Each attribute: format byte, attribute byte, then (format 0x04) a u16 length and that many bytes.
-        while at + 2 <= data.len() {
-            let (format, attribute) = (data[at], data[at + 1]);
-            let (payload, next) = match format {
-                0x04 if at + 4 <= data.len() => {
-                    let len = u16::from_le_bytes([data[at + 2], data[at + 3]]) as usize;
-                    (data.get(at + 4..at + 4 + len).unwrap_or_default(), at + 4 + len)
-                }
-                0x03 => (data.get(at + 2..at + 4).unwrap_or_default(), at + 4),
-                0x02 => (data.get(at + 2..at + 3).unwrap_or_default(), at + 3),
-                _ => (&[][..], at + 2),
-            };
-            if attribute == EIATTR_PARAM_CBANK && payload.len() >= 8 {
-                param_sizes = vec![u64::from(u16::from_le_bytes([payload[6], payload[7]]))];
-            }
-            at = next;
-        }
-        kernels.push(KernelSignature { name: name.to_owned(), param_sizes });
-    }
-    Ok(kernels)
 }
 
 #[cfg(test)]
@@ -493,7 +456,6 @@ mod tests {
 
     #[test]
     fn ptx_parameter_sizes_do_not_overflow() {
-        assert_eq!(ptx_param_size(".param .b64 x[3000000000000000000]"), None);
         let huge = PTX.replace(".b8 _start_param_0[32]", ".b64 _start_param_0[3000000000000000000]");
         let error = image(huge.as_bytes()).unwrap().check_startup_abi().unwrap_err().to_string();
         assert!(error.contains("cannot read parameter"), "{error}");
@@ -510,12 +472,76 @@ mod tests {
         assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
     }
 
+    /// A sparse file: `head`, then NULs up to `len` bytes (which cost no disk).
+    fn sparse_file(name: &str, head: &[u8], len: u64) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("gpu-loader-image-{}-{name}", std::process::id()));
+        let file = std::fs::File::create(&path).unwrap();
+        std::io::Write::write_all(&mut &file, head).unwrap();
+        file.set_len(len).unwrap();
+        path
+    }
+
     #[test]
-    fn param_sizes_of_scalars_and_arrays() {
-        assert_eq!(ptx_param_size(".param .u64 x"), Some(8));
-        assert_eq!(ptx_param_size(".param .b32 x"), Some(4));
-        assert_eq!(ptx_param_size(".param .align 8 .b8 x[48]"), Some(48));
-        assert_eq!(ptx_param_size("garbage"), None);
+    fn a_file_over_the_limit_is_refused_by_its_size() {
+        let path = sparse_file("huge.ptx", b".version 7.8\n.target sm_90\n", 2 << 30);
+        let error = Image::read(&path).unwrap_err().to_string();
+        std::fs::remove_file(&path).unwrap();
+        assert!(error.ends_with("huge.ptx: is 2147483648 bytes, over the 256 MiB a GPU image may have"), "{error}");
+    }
+
+    #[test]
+    fn the_head_decides_before_the_rest_is_read() {
+        let at_limit = MAX_IMAGE_BYTES;
+        for (name, head, problem) in [
+            ("random.bin", &b"\x00\x01garbage"[..], "is not a GPU image"),
+            ("host.elf", &host_elf_header()[..], "is an ELF file for machine 62"),
+            ("nul.ptx", &b".version 7.8\n.target sm_90\n\0\0.entry"[..], "has a NUL byte at 27 inside its PTX text"),
+        ] {
+            let path = sparse_file(name, head, at_limit);
+            assert_eq!(
+                classify_head(&path, head).unwrap_err().to_string(),
+                Image::read(&path).unwrap_err().to_string()
+            );
+            let error = Image::read(&path).unwrap_err().to_string();
+            std::fs::remove_file(&path).unwrap();
+            assert!(error.contains(problem), "{error}");
+        }
+    }
+
+    #[test]
+    fn ptx_may_end_in_nuls_but_not_hold_one() {
+        let padded = [PTX.as_bytes(), b"\0\0\0"].concat();
+        let padded = image(&padded).unwrap();
+        assert_eq!(padded.bytes, PTX.as_bytes());
+        padded.check_startup_abi().unwrap();
+        let inside = PTX.replacen(".address_size", "\0.address_size", 1);
+        let error = image(inside.as_bytes()).unwrap_err().to_string();
+        assert!(error.contains("has a NUL byte at") && error.contains("inside its PTX text"), "{error}");
+    }
+
+    #[test]
+    fn ptx_must_be_utf8_throughout() {
+        let mut bytes = PTX.as_bytes().to_vec();
+        bytes.extend(b"// \xff\n");
+        let error = image(&bytes).unwrap_err().to_string();
+        assert!(error.contains(&format!("is not valid UTF-8 PTX (at byte {})", PTX.len() + 3)), "{error}");
+        // A character cut by the end of the head is no error.
+        let mut long = b".version 7.8\n.target sm_90\n//".to_vec();
+        long.resize(HEAD_BYTES - 1, b'x');
+        long.extend("é\n".as_bytes());
+        assert_eq!(classify_head(Path::new("x"), &long).unwrap(), ImageKind::Ptx);
+    }
+
+    #[test]
+    fn a_ptx_file_near_the_limit_is_read_once_and_parsed_in_bounded_time() {
+        // PTX padded with NULs to the limit: read once, checked and parsed, within seconds.
+        let path = sparse_file("padded.ptx", PTX.as_bytes(), MAX_IMAGE_BYTES);
+        let started = std::time::Instant::now();
+        let image = Image::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(image.bytes.len(), PTX.len());
+        image.check_startup_abi().unwrap();
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
     }
 
     /// A 64-byte ELF64 header for x86-64.

@@ -8,7 +8,8 @@
 //! messages are checked by the GPU suite.
 //!
 //! Fixtures: `startup-min.ptx` (hand-written: the three startup kernels with the ABI's parameter sizes and nothing
-//! else) and the AMD code objects `startup-abi.gfx90a.elf` and `rust-fields.gfx90a.elf` (sources beside them).
+//! else), the AMD code objects `startup-abi.gfx90a.elf` and `rust-fields.gfx90a.elf` (sources beside them), and the
+//! cubins of `cubins/` (`tests/cubins.rs` says how they were made).
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
@@ -212,6 +213,75 @@ fn random_bytes_are_not_an_image() {
     run(loader([&image])).fails_with(&["random.ptx: has no `_begin` kernel"]);
 }
 
+/// A sparse file: `head`, then NULs up to `len` bytes, which cost no disk.
+fn sparse(dir: &Path, name: &str, head: &[u8], len: u64) -> PathBuf {
+    let path = write(dir, name, head);
+    std::fs::OpenOptions::new().write(true).open(&path).and_then(|file| file.set_len(len)).expect("extend the file");
+    path
+}
+
+/// The first bytes of an ELF64 file for `machine`.
+fn elf_head(machine: u16) -> Vec<u8> {
+    let mut header = vec![0u8; 64];
+    header[..4].copy_from_slice(b"\x7fELF");
+    header[4] = 2;
+    header[5] = 1;
+    header[6] = 1;
+    header[18..20].copy_from_slice(&machine.to_le_bytes());
+    header
+}
+
+#[test]
+fn a_huge_file_is_refused_by_its_size_at_once() {
+    // 2 GiB after a PTX header, a cubin's ELF header and no header at all: each used to be read whole (9 to 19 s and
+    // up to 4 GB of memory) before it was refused.
+    let dir = scratch("huge");
+    for (name, head) in
+        [("huge.ptx", b".version 7.8\n.target sm_90\n".to_vec()), ("huge.cubin", elf_head(190)), ("huge.bin", vec![7])]
+    {
+        let ran = run(loader([sparse(&dir, name, &head, 2 << 30)]));
+        ran.fails_with(&[&format!("{name}: is 2147483648 bytes, over the 256 MiB a GPU image may have")]);
+        assert!(ran.elapsed < Duration::from_secs(2), "took {:?}", ran.elapsed);
+    }
+}
+
+#[test]
+fn a_file_that_is_no_image_is_refused_from_its_first_bytes_in_little_memory() {
+    // Just under the size limit, each is refused from its first 64 KiB: under a 64 MiB address space, reading the
+    // whole file would fail.
+    let dir = scratch("no-image-head");
+    let near_limit = gpu_loader::image::MAX_IMAGE_BYTES;
+    for (name, head, problem) in [
+        ("random.bin", random_bytes(9, 4096), "is not a GPU image"),
+        ("host.elf", elf_head(62), "is an ELF file for machine 62 (x86-64)"),
+        (
+            "nul.ptx",
+            [&b".version 7.8\n.target sm_90\n\0"[..], &min_ptx().into_bytes()].concat(),
+            "has a NUL byte at 27",
+        ),
+    ] {
+        let image = sparse(&dir, name, &head, near_limit);
+        let mut limited = Command::new("prlimit");
+        limited.arg(format!("--as={}", 64 << 20)).arg(LOADER).arg(&image);
+        run(limited).fails_with(&[&format!("{name}: {problem}")]);
+    }
+}
+
+#[test]
+fn ptx_padded_with_nuls_is_read_up_to_them() {
+    // NVRTC's PTX ends with a NUL; the driver reads PTX as a C string.
+    let dir = scratch("ptx-nuls");
+    let mut ptx = min_ptx().into_bytes();
+    ptx.push(0);
+    run(loader([write(&dir, "one-nul.ptx", &ptx)])).reached_the_gpu();
+    let len = ptx.len() as u64 + (64 << 20);
+    run(loader([sparse(&dir, "padded.ptx", &ptx, len)])).reached_the_gpu();
+    // More than the memory the loader may have: one line, no abort.
+    let mut limited = Command::new("prlimit");
+    limited.arg(format!("--as={}", 48 << 20)).arg(LOADER).arg(sparse(&dir, "large.ptx", &ptx, 200 << 20));
+    run(limited).fails_with(&["cannot read ", "large.ptx: out of memory"]);
+}
+
 #[test]
 fn an_elf_for_another_machine() {
     let mut header = vec![0u8; 64];
@@ -256,6 +326,21 @@ fn an_elf_whose_sections_lie_past_its_end() {
     bytes[text + 0x18..text + 0x20].copy_from_slice(&past_end);
     let image = write(&scratch("section-past-end"), "moved.elf", bytes);
     run(loader([&image])).fails_with(&["is a truncated or corrupt ELF file: section `.text` lies past its end"]);
+}
+
+#[test]
+fn a_whole_program_cubin_is_refused_and_a_linked_one_is_run() {
+    // `ptxas` without `-c` (tests/cubins.rs has the reason); `nvlink` of `ptxas -c` of the same empty program.
+    run(loader([fixture("cubins/empty.full.cubin")])).fails_with(&[
+        "empty.full.cubin: is a cubin compiled whole-program (`ptxas` without `-c`)",
+        "compile it with `ptxas -c`",
+    ]);
+    let ran = run(loader([fixture("cubins/empty.nvlink.cubin")]));
+    if ran.stderr.contains("no GPU") {
+        ran.fails_with(&["gpu-loader: no GPU: "]);
+    } else {
+        assert_eq!((ran.code, ran.stderr.as_str()), (Some(0), ""), "{ran:#?}");
+    }
 }
 
 // --- images without the startup ---

@@ -237,14 +237,21 @@ fn signal_number(name: &str) -> Result<i32> {
 }
 
 /// A program of the suite, found as `<name>.<ext>` with `<name>.expect.toml` beside it (or, for a further way to
-/// run the same program, `<name>.<variant>.expect.toml`).
+/// run the same program, `<name>.<variant>.expect.toml`), once per kind of image of it in the folder.
 #[derive(Clone, Debug)]
 pub struct Case {
+    /// `<program>[.<variant>]`, then `[<kind>]` for an image other than the target's first kind (`hello[cubin]`).
     pub name: String,
     pub target: String,
     pub image: PathBuf,
     pub expectation: Expectation,
 }
+
+/// The kinds of image a program may have in a folder: the file name's ending after `<program>`, and the suffix of
+/// the case's name. PTX and AMD code objects are the programs as built; the cubins are made from the PTX by ptxas
+/// (`-c`: relocatable) and then nvlink (linked), when those are installed.
+pub const IMAGE_KINDS: [(&str, &str); 4] =
+    [(".ptx", ""), (".elf", ""), (".cubin", "[cubin]"), (".linked.cubin", "[linked-cubin]")];
 
 /// Every case in an image folder (`target/gpu/<target>/<arch>` or a bundle's `images/<target>`).
 pub fn discover(dir: &Path, target: &str) -> Result<Vec<Case>> {
@@ -256,11 +263,20 @@ pub fn discover(dir: &Path, target: &str) -> Result<Vec<Case>> {
             continue;
         };
         let program = name.split('.').next().unwrap_or(name);
-        let image = ["ptx", "elf"].iter().map(|ext| dir.join(format!("{program}.{ext}"))).find(|p| p.is_file());
-        let Some(image) = image else { bail!("{} has no image next to it", path.display()) };
+        let images: Vec<_> = IMAGE_KINDS
+            .iter()
+            .map(|(ending, suffix)| (dir.join(format!("{program}{ending}")), suffix))
+            .filter(|(image, _)| image.is_file())
+            .collect();
+        if images.is_empty() {
+            bail!("{} has no image next to it", path.display());
+        }
         let expectation = Expectation::load(&path)?;
         if expectation.runs_on(target) {
-            cases.push(Case { name: name.to_owned(), target: target.to_owned(), image, expectation });
+            for (image, suffix) in images {
+                let name = format!("{name}{suffix}");
+                cases.push(Case { name, target: target.to_owned(), image, expectation: expectation.clone() });
+            }
         }
     }
     cases.sort_by(|a, b| a.name.cmp(&b.name));
@@ -391,6 +407,42 @@ mod tests {
         assert!(expectation.check(&outcome(0, "y\nx\ny\n", "")).is_empty());
         assert_eq!(expectation.check(&outcome(0, "y\nx\nx\n", "")).len(), 1);
         assert_eq!(expectation.check(&outcome(0, "y\nx\n", "")).len(), 1);
+    }
+
+    #[test]
+    fn each_kind_of_image_is_a_case_of_its_own() {
+        let dir = std::env::temp_dir().join(format!("gpu-suite-discover-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for file in ["hello.ptx", "hello.cubin", "hello.linked.cubin", "idle.ptx", "only-amd.elf", "stray.cubin"] {
+            std::fs::write(dir.join(file), b"").unwrap();
+        }
+        std::fs::write(dir.join("hello.expect.toml"), "exit-code = 0").unwrap();
+        std::fs::write(dir.join("hello.twice.expect.toml"), "exit-code = 1").unwrap();
+        std::fs::write(dir.join("idle.expect.toml"), "").unwrap();
+        std::fs::write(dir.join("only-amd.expect.toml"), "targets = [\"amdgpu\"]").unwrap();
+        let cases = discover(&dir, "nvptx").unwrap();
+        let names: Vec<_> = cases.iter().map(|case| case.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "hello",
+                "hello.twice",
+                "hello.twice[cubin]",
+                "hello.twice[linked-cubin]",
+                "hello[cubin]",
+                "hello[linked-cubin]",
+                "idle"
+            ]
+        );
+        let image = |name: &str| cases.iter().find(|case| case.name == name).unwrap().image.clone();
+        assert_eq!(image("hello.twice[linked-cubin]"), dir.join("hello.linked.cubin"));
+        assert_eq!(image("hello[cubin]"), dir.join("hello.cubin"));
+        assert_eq!(image("hello"), dir.join("hello.ptx"));
+        assert_eq!(cases.iter().find(|case| case.name == "hello.twice").unwrap().expectation.exit_code, 1);
+        std::fs::write(dir.join("lost.expect.toml"), "").unwrap();
+        assert!(discover(&dir, "nvptx").unwrap_err().to_string().contains("lost.expect.toml has no image"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

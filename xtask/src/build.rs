@@ -1,8 +1,8 @@
 //! `cargo xtask build`: the startup and every GPU program in `tests/programs` for each GPU target.
 //!
 //! Output (documented in `docs/architecture.md`): `target/gpu/<target>/<arch>/<program>.<ext>` with `ext` = `ptx`
-//! (and `cubin` when `ptxas` is on `PATH`) for NVIDIA and `elf` for AMD, next to a copy of the program's
-//! `expect.toml`.
+//! (and `cubin` and `linked.cubin` when `ptxas` and `nvlink` are on `PATH`) for NVIDIA and `elf` for AMD, next to a
+//! copy of the program's `expect.toml`.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -198,6 +198,7 @@ fn build_target(
          --target-dir {cargo_target_dir} --config {rustflags} {linker_config...} {packages...}"
     )
     .env("GPU_LLVM_TOOLS_DIR", toolchain::llvm_tools_dir(sysroot))
+    .envs(toolchain::DEVICE_CARGO_ENV)
     .run()
     .with_context(|| format!("building the GPU programs for {target} ({arch}) failed"))?;
     eprintln!("xtask: built the {target} programs for {arch} in {:.1?}", started.elapsed());
@@ -210,7 +211,7 @@ fn build_target(
     }
     std::fs::create_dir_all(&out_dir)?;
     let profile_dir = cargo_target_dir.join(triple).join(if release { "release" } else { "debug" });
-    let ptxas = toolchain::find_program("ptxas");
+    let cubin_tools = CubinTools::find(target);
     let mut images = Vec::new();
     for program in programs {
         let artifact = rust_artifact(&profile_dir, target, &program)?;
@@ -218,11 +219,8 @@ fn build_target(
         std::fs::copy(&artifact, &image)
             .with_context(|| format!("cannot copy {} to {}", artifact.display(), image.display()))?;
         copy_expectations(&root.join("tests/programs").join(&program), &out_dir, &program)?;
-        if let (GpuTarget::Nvptx, Some(ptxas)) = (target, &ptxas) {
-            let cubin = image.with_extension("cubin");
-            // Relocatable (`-c`), as the loader's JIT linker compiles PTX: function pointers then mean the same in
-            // every kernel (see loader/src/cuda.rs), and 64 registers let blocks of 1024 threads launch.
-            cmd!(sh, "{ptxas} -c -arch={arch} --maxrregcount 64 {image} -o {cubin}").run()?;
+        if let Some(tools) = &cubin_tools {
+            tools.make(sh, &image, arch)?;
         }
         images.push(BuiltImage { program, target, arch: arch.to_owned(), path: image });
     }
@@ -235,6 +233,42 @@ fn build_target(
         }
     }
     Ok(images)
+}
+
+/// NVIDIA's tools that make cubins of a program's PTX, when they are installed (`ptxas`, and `nvlink` for a linked
+/// cubin): the suite runs each program as PTX and as each kind of cubin.
+pub struct CubinTools {
+    ptxas: PathBuf,
+    nvlink: Option<PathBuf>,
+}
+
+impl CubinTools {
+    /// The tools on `PATH`, for NVIDIA targets where ptxas is installed.
+    pub fn find(target: GpuTarget) -> Option<Self> {
+        if target != GpuTarget::Nvptx {
+            return None;
+        }
+        let ptxas = toolchain::find_program("ptxas")?;
+        let nvlink = toolchain::find_program("nvlink");
+        if nvlink.is_none() {
+            eprintln!("xtask: nvlink is not on PATH: no linked cubins (only relocatable ones, from ptxas)");
+        }
+        Some(Self { ptxas, nvlink })
+    }
+
+    /// Makes `<program>.cubin` of `<program>.ptx`, relocatable (`ptxas -c`), as the loader's JIT linker compiles
+    /// PTX: a function's address then means the same in every kernel (see loader/src/cuda.rs), and 64 registers let
+    /// blocks of 1024 threads launch; then `<program>.linked.cubin` of that, with nvlink. (ptxas without `-c`
+    /// compiles whole-program, which the loader refuses.)
+    pub fn make(&self, sh: &Shell, ptx: &Path, arch: &str) -> Result<()> {
+        let (ptxas, cubin) = (&self.ptxas, ptx.with_extension("cubin"));
+        cmd!(sh, "{ptxas} -c -arch={arch} --maxrregcount 64 {ptx} -o {cubin}").run()?;
+        if let Some(nvlink) = &self.nvlink {
+            let linked = ptx.with_extension("linked.cubin");
+            cmd!(sh, "{nvlink} -arch={arch} {cubin} -o {linked}").run()?;
+        }
+        Ok(())
+    }
 }
 
 /// Where cargo put a program's image: `<name>.ptx` for NVIDIA, `<name>.elf` (or `lib<name>.so`) for AMD.

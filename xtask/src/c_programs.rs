@@ -44,7 +44,7 @@ pub fn build(
     let startup = build_startup(sh, target, arch, release)?;
     let work_dir = root.join("target/gpu-cargo").join(format!("{arch}-c"));
     std::fs::create_dir_all(out_dir)?;
-    let ptxas = toolchain::find_program("ptxas");
+    let cubin_tools = crate::build::CubinTools::find(target);
     let mut images = Vec::new();
     for program in programs {
         let source_dir = root.join(PROGRAMS_DIR).join(&program);
@@ -57,10 +57,8 @@ pub fn build(
         if expect.is_file() {
             std::fs::copy(&expect, out_dir.join(format!("{program}.expect.toml")))?;
         }
-        if let (GpuTarget::Nvptx, Some(ptxas)) = (target, &ptxas) {
-            // As for the Rust programs (see build.rs): relocatable, at most 64 registers.
-            let cubin = image.with_extension("cubin");
-            cmd!(sh, "{ptxas} -c -arch={arch} --maxrregcount 64 {image} -o {cubin}").run()?;
+        if let Some(tools) = &cubin_tools {
+            tools.make(sh, &image, arch)?;
         }
         images.push(BuiltImage { program, target, arch: arch.to_owned(), path: image });
     }
@@ -165,6 +163,7 @@ pub fn build_startup(sh: &Shell, target: GpuTarget, arch: &str, release: bool) -
         "cargo rustc --quiet -p {package} --target {triple} -Zbuild-std=core --profile {profile}
          --target-dir {target_dir} {config...} --crate-type staticlib"
     )
+    .envs(toolchain::DEVICE_CARGO_ENV)
     .run()
     .with_context(|| format!("building {package} as a static library for {arch} failed"))?;
     let archive = target_dir.join(triple).join(profile_dir).join(format!("lib{}.a", package.replace('-', "_")));

@@ -65,12 +65,8 @@ pub fn bench(sh: &Shell, gpu_arch: Option<String>, bench_args: &[String]) -> Res
 pub fn check_images(images: &[BuiltImage]) -> Result<()> {
     let mut checked = 0;
     for built in images {
-        let mut paths = vec![built.path.clone()];
-        let cubin = built.path.with_extension("cubin");
-        if cubin.is_file() {
-            paths.push(cubin);
-        }
-        for path in paths {
+        let cubins = ["cubin", "linked.cubin"].map(|extension| built.path.with_extension(extension));
+        for path in std::iter::once(built.path.clone()).chain(cubins.into_iter().filter(|cubin| cubin.is_file())) {
             let image = gpu_loader::image::Image::read(&path)?;
             image.check_startup_abi()?;
             gpu_loader::ctors::ConstructorTable::of(&image)?;
@@ -93,11 +89,30 @@ pub struct TestOptions {
     pub gpu_only: bool,
 }
 
+/// The program `cargo xtask test` also builds in the dev profile: constructors, destructors and printing, and the
+/// one the dev-profile amdgpu build first failed on.
+const DEV_PROFILE_PROGRAM: &str = "init-fini";
+
 /// Builds everything, runs the host tests and the static checks, then the GPU suite on every GPU the machine has.
 pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
     let gpus = Gpus::detect();
     if options.require_gpu && options.targets.iter().all(|&t| !gpus.has(t)) {
         bail!("--require-gpu: no GPU for {} found on this machine", target_names(&options.targets));
+    }
+    if !options.gpu_only {
+        // A plain `cargo xtask build` makes dev-profile images, which take other paths through rustc (incremental
+        // compilation once stopped the amdgpu build): one program per target is built and checked that way too.
+        // The release build below replaces its images.
+        let dev_images = build::build(
+            sh,
+            &BuildOptions {
+                targets: options.targets.clone(),
+                gpu_arch: options.gpu_arch.clone(),
+                release: false,
+                programs: vec![DEV_PROFILE_PROGRAM.to_owned()],
+            },
+        )?;
+        check_images(&dev_images)?;
     }
     let images = build::build(
         sh,
@@ -143,6 +158,10 @@ pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
 fn host_tests(sh: &Shell) -> Result<()> {
     let _dir = sh.push_dir(crate::project_root());
     cmd!(sh, "cargo test --workspace").run().context("host tests failed")?;
+    // The workspace's test build turns on features that one package's own `cargo test` may lack.
+    cmd!(sh, "cargo test --quiet -p startup-common --no-run")
+        .run()
+        .context("`cargo test -p startup-common` does not build")?;
     // The RPC hand-off under loom (bounded model checking of 2 clients and 1 server), in its own target folder
     // because `--cfg loom` changes every crate's build.
     let loom_target = crate::project_root().join("target/loom");
@@ -273,13 +292,34 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 
 const RUN_TESTS: &str = r#"#!/bin/sh
 # Runs the GPU suite of this bundle on the GPUs of this machine; extra arguments go to gpu-suite (a name filter,
-# --exact, --list, ...). Ends with `gpu: N passed, N failed` for each GPU vendor found.
+# --exact, --list, ...). Ends with `gpu: N passed, N failed` for each GPU vendor found. Where CUDA's ptxas is on
+# PATH, each NVIDIA program also runs as a relocatable cubin (`ptxas -c`) and, with nvlink, as a linked one, both
+# made here for this machine's GPU.
 here=$(cd "$(dirname "$0")" && pwd)
 status=0
 ran=0
 if [ -e /dev/nvidiactl ] || command -v nvidia-smi >/dev/null 2>&1; then
     ran=1
-    "$here/bin/gpu-suite" --loader "$here/bin/gpu-loader" --images "$here/images/nvptx" --target nvptx "$@" || status=1
+    images="$here/images/nvptx"
+    if command -v ptxas >/dev/null 2>&1; then
+        arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
+        [ "$arch" = sm_ ] && arch=sm_90
+        echo "run-tests: making cubins for $arch with $(command -v ptxas)" >&2
+        rm -f "$images"/*.cubin
+        # One program per job: ptxas -c, then nvlink; a tool's messages are shown only when it fails.
+        ls "$images"/*.ptx | xargs -P "$(nproc)" -I{} sh -c '
+            ptx=$1; arch=$2; cubin=${ptx%.ptx}.cubin
+            out=$(ptxas -c -arch="$arch" --maxrregcount 64 "$ptx" -o "$cubin" 2>&1) || {
+                echo "run-tests: ptxas failed on $ptx: $out" >&2; exit 1; }
+            command -v nvlink >/dev/null 2>&1 || exit 0
+            out=$(nvlink -arch="$arch" "$cubin" -o "${ptx%.ptx}.linked.cubin" 2>&1) || {
+                echo "run-tests: nvlink failed on $cubin: $out" >&2; exit 1; }
+        ' run-tests {} "$arch" || status=1
+        command -v nvlink >/dev/null 2>&1 || echo "run-tests: nvlink is not on PATH: no linked cubins" >&2
+    else
+        echo "run-tests: ptxas is not on PATH: the NVIDIA programs run as PTX only" >&2
+    fi
+    "$here/bin/gpu-suite" --loader "$here/bin/gpu-loader" --images "$images" --target nvptx "$@" || status=1
 fi
 if [ -e /dev/kfd ]; then
     ran=1
@@ -302,7 +342,8 @@ exec "$here/bin/gpu-bench" --images "$here/images/nvptx" --loader "$here/bin/gpu
 const BUNDLE_README: &str = "# GPU suite bundle\n\n\
 Made by `cargo xtask bundle`: release host binaries (`bin/gpu-loader`, `bin/gpu-suite`) and every GPU test \
 program with its expectations (`images/<target>/`). On an x86-64 Linux machine with an NVIDIA or AMD GPU and its \
-driver, `./run-tests` runs the suite and ends with `gpu: N passed, N failed`; `./bench` runs the benchmarks. Run one program by hand with \
+driver, `./run-tests` runs the suite and ends with `gpu: N passed, N failed` (with CUDA's `ptxas` and `nvlink` on \
+`PATH`, each NVIDIA program runs as PTX and as both kinds of cubin, made there); `./bench` runs the benchmarks. Run one program by hand with \
 `bin/gpu-loader --threads 32 images/nvptx/hello.ptx`.\n";
 
 fn make_executable(path: &Path) -> Result<()> {
@@ -346,5 +387,82 @@ mod tests {
         assert!(parse_size("-1").unwrap_err().contains("not a size"));
         assert!(parse_size("20000000000G").unwrap_err().contains("2^64"));
         assert!(parse_size("99999999999999999999").unwrap_err().contains("number"));
+    }
+
+    /// A bundle with stand-ins for gpu-suite (it records its arguments) and for CUDA's tools (each writes its command
+    /// line into its output; ptxas fails on `bad.ptx`), and `run-tests` run in it.
+    fn run_bundle_script(test: &str, programs: &[&str]) -> (std::process::Output, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("xtask-run-tests-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (bin, images, tools) = (dir.join("bin"), dir.join("images/nvptx"), dir.join("tools"));
+        for folder in [&bin, &images, &tools] {
+            std::fs::create_dir_all(folder).unwrap();
+        }
+        let script = |path: PathBuf, text: &str| {
+            std::fs::write(&path, format!("#!/bin/sh\n{text}\n")).unwrap();
+            make_executable(&path).unwrap();
+        };
+        script(bin.join("gpu-suite"), r#"echo "$@" >> "$(dirname "$0")/../suite-args""#);
+        script(bin.join("gpu-loader"), "exit 1");
+        script(dir.join("run-tests"), RUN_TESTS.trim_start_matches("#!/bin/sh\n"));
+        script(tools.join("nvidia-smi"), "echo 9.0");
+        let output_of = r#"while [ "$1" != -o ]; do shift; done; out=$2"#;
+        script(
+            tools.join("ptxas"),
+            &format!(
+                r#"all="$*"; case "$all" in *bad.ptx*) echo "bad.ptx: syntax error" >&2; exit 2;; esac; {output_of}; echo "ptxas $all" > "$out""#
+            ),
+        );
+        script(tools.join("nvlink"), &format!(r#"all="$*"; {output_of}; echo "nvlink $all" > "$out""#));
+        for program in programs {
+            std::fs::write(images.join(format!("{program}.ptx")), "").unwrap();
+        }
+        std::fs::write(images.join("stale.cubin"), "").unwrap();
+        let path = format!("{}:/usr/bin:/bin", tools.display());
+        let output = std::process::Command::new(dir.join("run-tests"))
+            .args(["--exact", "hello"])
+            .env("PATH", path)
+            .output()
+            .unwrap();
+        (output, dir)
+    }
+
+    #[test]
+    fn run_tests_makes_both_kinds_of_cubin_for_the_machines_gpu() {
+        let (output, dir) = run_bundle_script("cubins", &["hello", "init-fini"]);
+        assert!(output.status.success(), "{output:?}");
+        let images = dir.join("images/nvptx");
+        let read = |name: &str| std::fs::read_to_string(images.join(name)).unwrap_or_default();
+        for program in ["hello", "init-fini"] {
+            let ptx = images.join(format!("{program}.ptx"));
+            let cubin = images.join(format!("{program}.cubin"));
+            let expected = format!("ptxas -c -arch=sm_90 --maxrregcount 64 {} -o {}\n", ptx.display(), cubin.display());
+            assert_eq!(read(&format!("{program}.cubin")), expected);
+            let linked = images.join(format!("{program}.linked.cubin"));
+            assert_eq!(
+                read(&format!("{program}.linked.cubin")),
+                format!("nvlink -arch=sm_90 {} -o {}\n", cubin.display(), linked.display())
+            );
+        }
+        assert!(!images.join("stale.cubin").exists(), "cubins from elsewhere are made again");
+        // (On a machine with an AMD GPU a second line runs the AMD images.)
+        let suite_args = std::fs::read_to_string(dir.join("suite-args")).unwrap();
+        let expected = format!(
+            "--loader {0}/bin/gpu-loader --images {0}/images/nvptx --target nvptx --exact hello",
+            dir.display()
+        );
+        assert_eq!(suite_args.lines().next(), Some(expected.as_str()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn run_tests_fails_when_a_cubin_cannot_be_made_and_still_runs_the_suite() {
+        let (output, dir) = run_bundle_script("bad-cubin", &["hello", "bad"]);
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("ptxas failed on ") && stderr.contains("bad.ptx: syntax error"), "{stderr}");
+        assert!(dir.join("images/nvptx/hello.linked.cubin").is_file());
+        assert!(dir.join("suite-args").is_file(), "the suite ran");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

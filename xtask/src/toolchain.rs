@@ -9,6 +9,11 @@ use xshell::{Shell, cmd};
 /// The rustup components device code needs: `rust-src` for `-Zbuild-std=core`, `llvm-tools` for the bitcode linker.
 pub const DEVICE_COMPONENTS: [&str; 2] = ["rust-src", "llvm-tools"];
 
+/// The environment of every cargo command that builds device code. With incremental compilation (the dev profile's
+/// default) rustc loses the bitcode it embeds in amdgpu objects and stops with an internal compiler error, "cannot
+/// find embedded bitcode"; so device builds never use it, whatever the profile says.
+pub const DEVICE_CARGO_ENV: [(&str, &str); 1] = [("CARGO_INCREMENTAL", "0")];
+
 /// The toolchain's sysroot, with the device components installed (installing them if missing).
 pub fn ensure_device_toolchain(sh: &Shell) -> Result<PathBuf> {
     let sysroot = PathBuf::from(cmd!(sh, "rustc --print sysroot").read().context("cannot run rustc")?);

@@ -1,0 +1,292 @@
+//! What the loader reads from PTX text without compiling it: whether bytes are PTX, the visible globals and entries,
+//! and each entry's parameter sizes. Everything is one pass over [`Tokens`], which borrows from the text: nothing is
+//! copied, whatever the size of the file.
+
+use super::KernelSignature;
+
+/// PTX's tokens, with whitespace and `//` and `/* */` comments skipped: a quoted string (as in `.file`), one
+/// punctuation character, or a word (a run of anything else: directives, names, numbers, instructions).
+pub(super) struct Tokens<'a> {
+    rest: &'a str,
+}
+
+/// The characters that are tokens of their own.
+const PUNCTUATION: &[u8] = b"(),;[]{}=";
+
+impl<'a> Tokens<'a> {
+    pub(super) fn new(text: &'a str) -> Self {
+        Self { rest: text }
+    }
+}
+
+impl<'a> Iterator for Tokens<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        loop {
+            let text = self.rest.trim_start_matches(|c: char| c.is_ascii_whitespace());
+            let bytes = text.as_bytes();
+            // Every boundary below is an ASCII byte, so every slice is at a character boundary.
+            let len = match bytes {
+                [] => {
+                    self.rest = text;
+                    return None;
+                }
+                [b'/', b'/', ..] => {
+                    self.rest = text.find('\n').map_or("", |end| &text[end..]);
+                    continue;
+                }
+                [b'/', b'*', ..] => {
+                    self.rest = text[2..].find("*/").map_or("", |end| &text[2 + end + 2..]);
+                    continue;
+                }
+                // A string runs to its closing quote, or to the end of its line when it has none.
+                [b'"', ..] => text[1..]
+                    .find(['"', '\n'])
+                    .map_or(text.len(), |end| if bytes[1 + end] == b'"' { end + 2 } else { end + 1 }),
+                [first, ..] if PUNCTUATION.contains(first) => 1,
+                _ => (1..bytes.len())
+                    .find(|&i| {
+                        let byte = bytes[i];
+                        byte.is_ascii_whitespace()
+                            || PUNCTUATION.contains(&byte)
+                            || byte == b'"'
+                            || (byte == b'/' && matches!(bytes.get(i + 1), Some(b'/' | b'*')))
+                    })
+                    .unwrap_or(bytes.len()),
+            };
+            let (token, rest) = text.split_at(len);
+            self.rest = rest;
+            return Some(token);
+        }
+    }
+}
+
+/// PTX starts, after comments, with `.version`, and `.target` follows. `head` may be cut anywhere.
+pub(super) fn looks_like_ptx(head: &str) -> bool {
+    let mut tokens = Tokens::new(head);
+    tokens.next() == Some(".version") && tokens.any(|token| token == ".target")
+}
+
+fn is_punctuation(token: &str) -> bool {
+    token.len() == 1 && PUNCTUATION.contains(&token.as_bytes()[0])
+}
+
+/// The names of the `.visible` (exported) globals and entries in PTX.
+pub(super) fn globals(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut tokens = Tokens::new(text);
+    while let Some(token) = tokens.next() {
+        if token != ".visible" {
+            continue;
+        }
+        let name = match tokens.next() {
+            Some(".entry" | ".func") => match tokens.next() {
+                // `.func (.param .b32 retval) name(...)`: the return parameters come first.
+                Some("(") => tokens.by_ref().find(|&token| token == ")").and_then(|_| tokens.next()),
+                name => name,
+            },
+            // `.visible .global .align 8 .u64 NAME = ...;` or `... .b8 NAME[16];`: the name is the first word that
+            // is not a directive or a number.
+            Some(".global" | ".const") => {
+                tokens.find(|token| !token.starts_with('.') && !token.bytes().all(|b| b.is_ascii_digit()))
+            }
+            _ => None,
+        };
+        if let Some(name) = name.filter(|name| !is_punctuation(name) && !name.starts_with('"')) {
+            names.push(name.to_owned());
+        }
+    }
+    names
+}
+
+/// Every `.entry` in PTX with its parameters' sizes.
+pub(super) fn kernels(text: &str) -> Result<Vec<KernelSignature>, String> {
+    let mut kernels = Vec::new();
+    let mut tokens = Tokens::new(text).peekable();
+    while let Some(token) = tokens.next() {
+        if token != ".entry" {
+            continue;
+        }
+        let name = tokens.next_if(|token| !is_punctuation(token)).unwrap_or_default();
+        let mut param_sizes = Vec::new();
+        if tokens.next_if_eq(&"(").is_some() {
+            // Each parameter is read as its tokens come, so an unterminated list costs no memory.
+            let mut param = Param::default();
+            loop {
+                let Some(token) = tokens.next() else {
+                    return Err(format!("unterminated parameter list of `{name}`"));
+                };
+                if token == "," || token == ")" {
+                    if let Some(first) = param.first {
+                        let size = param.size().ok_or_else(|| {
+                            format!("cannot read parameter `{}` of `{name}`", one_line(text, first, param.last))
+                        })?;
+                        param_sizes.push(size);
+                    }
+                    param = Param::default();
+                    if token == ")" {
+                        break;
+                    }
+                } else {
+                    param.push(token);
+                }
+            }
+        }
+        kernels.push(KernelSignature { name: name.to_owned(), param_sizes });
+    }
+    Ok(kernels)
+}
+
+/// One parameter declaration, read token by token: `.param .u64 x`, `.param .align 8 .b8 x[48]`,
+/// `.param .u64 .ptr .global .align 8 x`.
+#[derive(Default)]
+struct Param<'a> {
+    first: Option<&'a str>,
+    last: &'a str,
+    /// The element's size in bits, from its type (`.b8`, `.u64`, `.f32`, ...).
+    bits: Option<u64>,
+    /// Elements: the product of the `[N]` dimensions.
+    count: Option<u64>,
+    dimension: Dimension,
+    malformed: bool,
+}
+
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum Dimension {
+    #[default]
+    Outside,
+    /// After `[`.
+    Open,
+    /// After `[N`.
+    Number,
+}
+
+impl<'a> Param<'a> {
+    fn push(&mut self, token: &'a str) {
+        self.first.get_or_insert(token);
+        self.last = token;
+        match (self.dimension, token) {
+            (Dimension::Outside, "[") => self.dimension = Dimension::Open,
+            (Dimension::Open, number) => {
+                let count = number.parse::<u64>().ok().and_then(|n| n.checked_mul(self.count.unwrap_or(1)));
+                self.malformed |= count.is_none();
+                self.count = count;
+                self.dimension = Dimension::Number;
+            }
+            (Dimension::Number, "]") => self.dimension = Dimension::Outside,
+            (Dimension::Number, _) => self.malformed = true,
+            (Dimension::Outside, token) => {
+                if let Some(bits) = type_bits(token) {
+                    self.malformed |= self.bits.replace(bits).is_some();
+                }
+            }
+        }
+    }
+
+    /// The size in bytes, or `None` when the declaration cannot be read.
+    fn size(&self) -> Option<u64> {
+        if self.malformed || self.dimension != Dimension::Outside {
+            return None;
+        }
+        (self.bits? / 8).checked_mul(self.count.unwrap_or(1))
+    }
+}
+
+/// The width of a fundamental type: `.b8`, `.u16`, `.s32`, `.f64`, `.b128`.
+fn type_bits(token: &str) -> Option<u64> {
+    let digits = token.strip_prefix('.')?.strip_prefix(['b', 'u', 's', 'f'])?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().filter(|bits| bits % 8 == 0 && *bits > 0)
+}
+
+/// The text from token `first` to token `last` (both borrowed from `text`), on one line and at most 100 characters:
+/// for a message.
+fn one_line(text: &str, first: &str, last: &str) -> String {
+    let start = first.as_ptr() as usize - text.as_ptr() as usize;
+    let end = last.as_ptr() as usize + last.len() - text.as_ptr() as usize;
+    let words = text[start..end].split_whitespace().collect::<Vec<_>>().join(" ");
+    match words.char_indices().nth(100) {
+        Some((cut, _)) => format!("{}...", &words[..cut]),
+        None => words,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens(text: &str) -> Vec<&str> {
+        Tokens::new(text).collect()
+    }
+
+    fn param_size(declaration: &str) -> Option<u64> {
+        let mut param = Param::default();
+        Tokens::new(declaration).for_each(|token| param.push(token));
+        param.size()
+    }
+
+    #[test]
+    fn tokens_skip_comments_and_split_punctuation() {
+        assert_eq!(
+            tokens(".visible .global .b8 x[16]; // one\n/* two\n.entry hidden( */ .entry k(.param .u64 p)"),
+            [".visible", ".global", ".b8", "x", "[", "16", "]", ";", ".entry", "k", "(", ".param", ".u64", "p", ")"]
+        );
+        assert_eq!(tokens("a//b\nc/*d*/e"), ["a", "c", "e"]);
+        assert_eq!(tokens("/* unterminated .entry k("), Vec::<&str>::new());
+        assert_eq!(tokens("a / b"), ["a", "/", "b"]);
+    }
+
+    #[test]
+    fn strings_hide_comment_markers() {
+        assert_eq!(tokens(".file 1 \"/src/*/a.c\"\n.entry k"), [".file", "1", "\"/src/*/a.c\"", ".entry", "k"]);
+        assert_eq!(tokens("\"unterminated\n.entry k"), ["\"unterminated", ".entry", "k"]);
+        assert_eq!(tokens("\"no end"), ["\"no end"]);
+    }
+
+    #[test]
+    fn tokens_keep_multibyte_characters_whole() {
+        assert_eq!(tokens("é(ü) // ö\n日本"), ["é", "(", "ü", ")", "日本"]);
+    }
+
+    #[test]
+    fn ptx_is_recognized_by_its_first_directives() {
+        assert!(looks_like_ptx("// LLVM\n/* x */ .version 7.8\n.target sm_90"));
+        assert!(!looks_like_ptx(".target sm_90\n.version 7.8"));
+        assert!(!looks_like_ptx(".version 7.8"));
+        assert!(!looks_like_ptx("// .version 7.8\n.target sm_90"));
+    }
+
+    #[test]
+    fn functions_with_return_parameters_are_named() {
+        let text = ".visible .func (.param .b32 retval) main(.param .b32 a)\n.visible .func other()\n.visible .entry (";
+        assert_eq!(globals(text), ["main", "other"]);
+    }
+
+    #[test]
+    fn param_sizes_of_scalars_arrays_and_pointers() {
+        assert_eq!(param_size(".param .u64 x"), Some(8));
+        assert_eq!(param_size(".param .b32 x"), Some(4));
+        assert_eq!(param_size(".param .align 8 .b8 x[48]"), Some(48));
+        assert_eq!(param_size(".param .f32 x[2][3]"), Some(24));
+        assert_eq!(param_size(".param .u64 .ptr .global .align 8 x"), Some(8));
+        assert_eq!(param_size("garbage"), None);
+        assert_eq!(param_size(".param .b8 x[]"), None);
+        assert_eq!(param_size(".param .b8 x[4"), None);
+        assert_eq!(param_size(".param .b8 x[four]"), None);
+        assert_eq!(param_size(".param .b8 .u32 x"), None);
+        assert_eq!(param_size(".param .b7 x"), None);
+        assert_eq!(param_size(".param .b64 x[3000000000000000000]"), None);
+        assert_eq!(param_size(".param .b8 x[4294967296][4294967296]"), None);
+    }
+
+    #[test]
+    fn an_unreadable_parameter_is_quoted_on_one_line_and_short() {
+        let text = format!(".entry k(.param\n.b8 x[{}])", "1".repeat(300));
+        let error = kernels(&text).unwrap_err();
+        assert!(error.starts_with("cannot read parameter `.param .b8 x[111"), "{error}");
+        assert!(error.ends_with("...` of `k`") && error.len() < 160, "{error}");
+    }
+}
