@@ -11,6 +11,7 @@
 //! # Writing a program
 //! ```ignore
 //! #![no_std]
+#![feature(c_variadic)]
 //! use startup_common::{println, Args};
 //! #[cfg(target_arch = "nvptx64")]
 //! use startup_nvptx as _;
@@ -33,6 +34,7 @@ pub mod atexit;
 pub mod ctor;
 pub mod gpu;
 pub mod io;
+pub mod printf;
 pub mod rpc;
 pub mod startup;
 
