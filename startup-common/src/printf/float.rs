@@ -4,10 +4,10 @@
 use super::Error;
 use super::decimal::Decimal;
 use super::output::{Padding, Piece, Sink};
-use super::spec::{Conversion, FloatStyle, Spec};
+use super::spec::{FloatStyle, Spec};
 
-/// Writes `value` as `spec` says.
-pub fn write(sink: &mut Sink<'_>, spec: &Spec, value: f64) -> Result<(), Error> {
+/// Writes `value` in `style`, as `spec` says.
+pub fn write(sink: &mut Sink<'_>, spec: &Spec, style: FloatStyle, value: f64) -> Result<(), Error> {
     let sign: &[u8] = if value.is_sign_negative() { b"-" } else { spec.plus_sign() };
     if !value.is_finite() {
         let text: &[u8] = match (value.is_nan(), spec.upper) {
@@ -18,10 +18,9 @@ pub fn write(sink: &mut Sink<'_>, spec: &Spec, value: f64) -> Result<(), Error> 
         };
         return sink.field(spec, sign, &[Piece::Bytes(text)], Padding::Spaces);
     }
-    match spec.conversion {
-        Conversion::Float(FloatStyle::Hex) => hex(sink, spec, sign, value.to_bits()),
-        Conversion::Float(style) => decimal(sink, spec, sign, style, value),
-        _ => unreachable!("float::write is called for floating-point conversions"),
+    match style {
+        FloatStyle::Hex => hex(sink, spec, sign, value.to_bits()),
+        _ => decimal(sink, spec, sign, style, value),
     }
 }
 

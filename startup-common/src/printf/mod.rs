@@ -96,7 +96,7 @@ pub unsafe fn format(format: &[u8], args: &mut dyn Arguments, output: &mut dyn O
             Conversion::Percent => sink.write(b"%")?,
             Conversion::Signed | Conversion::Unsigned(_) => integer::write(&mut sink, &spec, args)?,
             Conversion::Pointer => integer::write_pointer(&mut sink, &spec, args.next_pointer())?,
-            Conversion::Float(_) => float::write(&mut sink, &spec, args.next_f64())?,
+            Conversion::Float(style) => float::write(&mut sink, &spec, style, args.next_f64())?,
             Conversion::Char => text::write_char(&mut sink, &spec, args.next_u32())?,
             // SAFETY: the caller guarantees that a `%s`/`%ls` argument is null or a readable string.
             Conversion::String => unsafe { text::write_string(&mut sink, &spec, args.next_pointer())? },
