@@ -23,27 +23,32 @@ impl<'f> VaArgs<'f> {
     /// `printf`). C leaves a missing argument undefined; here it reads whatever the caller's argument buffer holds
     /// next (on NVIDIA and AMD, `va_list` points into a buffer the caller filled: past its end lies the caller's
     /// stack), so the conversion prints garbage, or faults if that is not readable or a `%s` dereferences it.
+    #[inline]
     pub unsafe fn new(list: VaList<'f>) -> Self {
         Self { list }
     }
 }
 
 impl Arguments for VaArgs<'_> {
+    #[inline]
     fn next_u32(&mut self) -> u32 {
         // SAFETY: the format says the next argument is an `int` or `unsigned int` (`new`'s contract).
         unsafe { self.list.next_arg::<c_uint>() }
     }
 
+    #[inline]
     fn next_u64(&mut self) -> u64 {
         // SAFETY: the format says the next argument is a 64-bit integer (`new`'s contract).
         unsafe { self.list.next_arg::<c_ulonglong>() }
     }
 
+    #[inline]
     fn next_f64(&mut self) -> f64 {
         // SAFETY: the format says the next argument is a `double` (`new`'s contract).
         unsafe { self.list.next_arg::<c_double>() }
     }
 
+    #[inline]
     fn next_pointer(&mut self) -> *const c_void {
         // SAFETY: the format says the next argument is a pointer (`new`'s contract).
         unsafe { self.list.next_arg::<*const c_void>() }
