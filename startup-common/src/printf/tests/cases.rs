@@ -87,7 +87,16 @@ fn floats_match_glibc() {
         ("%010.3e|%+010g|%#010g|%010a|%020a", &[Double(-1.5), Double(1.5), Double(1.5), Double(1.5), Double(-1.0)]),
         (
             "%*.*f|%-*.*e|%.*g",
-            &[Int(12), Int(3), Double(std::f64::consts::PI), Int(14), Int(2), Double(std::f64::consts::PI), Int(-1), Double(std::f64::consts::PI)],
+            &[
+                Int(12),
+                Int(3),
+                Double(std::f64::consts::PI),
+                Int(14),
+                Int(2),
+                Double(std::f64::consts::PI),
+                Int(-1),
+                Double(std::f64::consts::PI),
+            ],
         ),
         ("%a %a %a %a", &[Double(1.0), Double(5e-324), Double(f64::MIN_POSITIVE), Double(subnormal_max)]),
         ("%.0a %.0a %.1a %.0a %A", &[Double(1.5), Double(2.5), Double(1.96875), Double(1.9), Double(-3.0)]),
