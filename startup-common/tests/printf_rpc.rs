@@ -6,19 +6,10 @@ mod common;
 
 use std::ffi::c_void;
 
-use common::{TestServer, region, run_clients, scaled};
+use common::{TestServer, client, region, run_clients, scaled};
 use startup_common::gpu::HostThread;
 use startup_common::io::{PRINT_BUFFER, Stream};
 use startup_common::printf::{Arguments, Error, stdio};
-use startup_common::rpc::Client;
-
-fn client(region: &startup_common::rpc::HostRegion) -> Client<HostThread> {
-    let client = Client::new();
-    let layout = region.layout();
-    // SAFETY: the region is fresh and zeroed, laid out for one lane, and outlives every use of the client.
-    unsafe { client.reset(region.as_ptr(), layout.port_count()) };
-    client
-}
 
 /// `int` arguments, then one string.
 struct Ints<'a>(&'a [u32], *const c_void);
@@ -48,7 +39,7 @@ fn lines_of_every_length_arrive_whole_and_in_order() {
     let threads = scaled(12, 2);
     let lines = scaled(30, 3);
     let region = region(8, 1);
-    let client = client(&region);
+    let client = client::<HostThread>(&region);
     let mut server = TestServer::new(&region);
     let word = c"word";
     // Padding from nothing to four chunks: the zeros go through `Output::repeat`, the string through `write`.
@@ -83,7 +74,7 @@ fn lines_of_every_length_arrive_whole_and_in_order() {
 #[test]
 fn a_failed_conversion_still_sends_what_came_before_it() {
     let region = region(2, 1);
-    let client = client(&region);
+    let client = client::<HostThread>(&region);
     let mut server = TestServer::new(&region);
     run_clients(&mut server, 1, |_| {
         let mut args = Ints(&[], std::ptr::null());
