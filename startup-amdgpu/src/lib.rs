@@ -8,7 +8,14 @@
 #![cfg_attr(target_arch = "amdgpu", allow(internal_features))]
 #![cfg_attr(
     target_arch = "amdgpu",
-    feature(abi_gpu_kernel, link_llvm_intrinsics, core_intrinsics, gpu_intrinsics, gpu_launch_sized_workgroup_mem)
+    feature(
+        abi_gpu_kernel,
+        c_variadic,
+        link_llvm_intrinsics,
+        core_intrinsics,
+        gpu_intrinsics,
+        gpu_launch_sized_workgroup_mem
+    )
 )]
 
 #[cfg(target_arch = "amdgpu")]

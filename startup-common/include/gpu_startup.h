@@ -4,8 +4,9 @@
  * A GPU program is an ordinary C program: it defines `int main(int argc, char **argv, char **envp)`, which every
  * thread of the launch grid calls, and `gpu-loader IMAGE [ARGS...]` runs it. There is no libc: a program gets exactly
  * what this header declares, all defined by the startup (crates `startup-nvptx` / `startup-amdgpu`). There is no
- * `printf`, no `malloc`, no `<stdio.h>`; `<stdint.h>`, `<stddef.h>`, `<stdbool.h>` and clang's `<gpuintrin.h>`
- * (thread and block ids for both targets) are freestanding headers and work.
+ * `malloc` and no `<stdio.h>`: the printing functions, `printf` included, are declared here. `<stdint.h>`,
+ * `<stddef.h>`, `<stdbool.h>`, `<stdarg.h>` and clang's `<gpuintrin.h>` (thread and block ids for both targets) are
+ * freestanding headers and work.
  *
  * Linking (docs/c-programs.md has the full commands). Build the startup once per target and arch as a static
  * library of LLVM bitcode, compile the program to bitcode, and link the two:
@@ -33,6 +34,7 @@
 #ifndef GPU_STARTUP_H
 #define GPU_STARTUP_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -72,6 +74,23 @@ int puts(const char *text);
 int fputs(const char *text, FILE *stream);
 /* Writes `size * count` bytes to `stream` as one piece; `count`, or 0 when `stream` is unknown. */
 size_t fwrite(const void *data, size_t size, size_t count, FILE *stream);
+
+/* C99's formatted output, formatted on the device (docs/c-programs.md lists what is supported): conversions
+   d i u o x X b B c s p f F e E g G a A %, flags - + space # 0 ', widths and precisions (also `*`), length modifiers
+   hh h l ll j z t L (`long double` is `double` on the GPU). Each call's output reaches the host as one piece, never
+   interleaved with another thread's. The functions return the number of bytes written (snprintf: the length the
+   whole text has), or -1: for a stream other than stdout/stderr, `%n` (refused; nothing is written through its
+   pointer), a positional argument (`%1$d`), a format that ends inside a conversion, or output over INT_MAX bytes;
+   what came before the failing conversion is written. An unknown conversion is written as it stands. */
+__attribute__((__format__(__printf__, 1, 2))) int printf(const char *format, ...);
+__attribute__((__format__(__printf__, 2, 3))) int fprintf(FILE *stream, const char *format, ...);
+__attribute__((__format__(__printf__, 3, 4))) int snprintf(char *buffer, size_t size, const char *format, ...);
+__attribute__((__format__(__printf__, 2, 3))) int sprintf(char *buffer, const char *format, ...);
+__attribute__((__format__(__printf__, 1, 0))) int vprintf(const char *format, va_list args);
+__attribute__((__format__(__printf__, 2, 0))) int vfprintf(FILE *stream, const char *format, va_list args);
+__attribute__((__format__(__printf__, 3, 0))) int vsnprintf(char *buffer, size_t size, const char *format,
+                                                            va_list args);
+__attribute__((__format__(__printf__, 2, 0))) int vsprintf(char *buffer, const char *format, va_list args);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 //! so one thread's messages (and chunks) reach the host in the order it wrote them.
 
 use core::fmt;
+use core::mem::MaybeUninit;
 
 use crate::gpu::Gpu;
 use crate::rpc::{Client, WriteHead, opcode};
@@ -81,7 +82,7 @@ pub fn print<G: Gpu>(client: &Client<G>, stream: Stream, args: fmt::Arguments<'_
     if let Some(text) = args.as_str() {
         return write(client, stream, text.as_bytes());
     }
-    let mut chunks = Chunks { client, head: head::<G>(stream, 0), buffer: [0; PRINT_BUFFER], len: 0 };
+    let mut chunks = Chunks::new(client, stream);
     // A formatting error (from a user's `Display`) still sends what was formatted so far.
     let _ = fmt::Write::write_fmt(&mut chunks, args);
     chunks.finish();
@@ -144,42 +145,81 @@ fn send_chunk<G: Gpu>(client: &Client<G>, head: WriteHead, bytes: &[u8]) {
     port.close();
 }
 
-/// A thread's formatting buffer: full buffers go out as chunks marked [`WriteHead::MORE`].
-struct Chunks<'a, G: Gpu> {
+/// A thread's buffer for one message: full buffers go out as chunks marked [`WriteHead::MORE`], [`Chunks::finish`]
+/// sends the last one. `print!` and C's `printf` write through it.
+pub(crate) struct Chunks<'a, G: Gpu> {
     client: &'a Client<G>,
     head: WriteHead,
-    buffer: [u8; PRINT_BUFFER],
+    /// Uninitialised past `len`: zeroing it would cost 256 byte stores on every message.
+    buffer: [MaybeUninit<u8>; PRINT_BUFFER],
     len: usize,
+    /// Whether a chunk has gone out: an empty message is sent only to end one that has.
+    sent: bool,
 }
 
-impl<G: Gpu> Chunks<'_, G> {
-    fn more(&self) -> WriteHead {
-        WriteHead { flags: self.head.flags | WriteHead::MORE, ..self.head }
+impl<'a, G: Gpu> Chunks<'a, G> {
+    pub(crate) fn new(client: &'a Client<G>, stream: Stream) -> Self {
+        Self { client, head: head::<G>(stream, 0), buffer: [MaybeUninit::uninit(); PRINT_BUFFER], len: 0, sent: false }
     }
 
-    fn finish(self) {
-        send_chunk(self.client, self.head, &self.buffer[..self.len]);
+    /// The bytes gathered so far.
+    fn gathered(&self) -> &[u8] {
+        // SAFETY: the first `len` bytes have been written (`push`, `fill`).
+        unsafe { self.buffer[..self.len].assume_init_ref() }
+    }
+
+    /// Sends the buffer once it is full.
+    fn send_if_full(&mut self) {
+        if self.len == PRINT_BUFFER {
+            send_chunk(
+                self.client,
+                WriteHead { flags: self.head.flags | WriteHead::MORE, ..self.head },
+                self.gathered(),
+            );
+            self.sent = true;
+            self.len = 0;
+        }
+    }
+
+    /// Appends `bytes` to the message.
+    pub(crate) fn push(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            if self.len == 0 && bytes.len() >= PRINT_BUFFER {
+                // A long piece goes out directly, without a copy.
+                send_chunk(self.client, WriteHead { flags: self.head.flags | WriteHead::MORE, ..self.head }, bytes);
+                self.sent = true;
+                return;
+            }
+            let n = bytes.len().min(PRINT_BUFFER - self.len);
+            self.buffer[self.len..self.len + n].write_copy_of_slice(&bytes[..n]);
+            self.len += n;
+            bytes = &bytes[n..];
+            self.send_if_full();
+        }
+    }
+
+    /// Appends `count` copies of `byte` to the message.
+    pub(crate) fn fill(&mut self, byte: u8, mut count: usize) {
+        while count > 0 {
+            let n = count.min(PRINT_BUFFER - self.len);
+            self.buffer[self.len..self.len + n].fill(MaybeUninit::new(byte));
+            self.len += n;
+            count -= n;
+            self.send_if_full();
+        }
+    }
+
+    /// Sends the last chunk, which completes the message on the host.
+    pub(crate) fn finish(self) {
+        if self.len > 0 || self.sent {
+            send_chunk(self.client, self.head, self.gathered());
+        }
     }
 }
 
 impl<G: Gpu> fmt::Write for Chunks<'_, G> {
     fn write_str(&mut self, text: &str) -> fmt::Result {
-        let mut bytes = text.as_bytes();
-        while !bytes.is_empty() {
-            if self.len == 0 && bytes.len() >= PRINT_BUFFER {
-                // A long piece goes out directly, without a copy.
-                send_chunk(self.client, self.more(), bytes);
-                return Ok(());
-            }
-            let n = bytes.len().min(PRINT_BUFFER - self.len);
-            self.buffer[self.len..self.len + n].copy_from_slice(&bytes[..n]);
-            self.len += n;
-            bytes = &bytes[n..];
-            if self.len == PRINT_BUFFER {
-                send_chunk(self.client, self.more(), &self.buffer);
-                self.len = 0;
-            }
-        }
+        self.push(text.as_bytes());
         Ok(())
     }
 }

@@ -11,6 +11,7 @@
 //! # Writing a program
 //! ```ignore
 //! #![no_std]
+#![feature(c_variadic)]
 //! use startup_common::{println, Args};
 //! #[cfg(target_arch = "nvptx64")]
 //! use startup_nvptx as _;
@@ -33,6 +34,7 @@ pub mod atexit;
 pub mod ctor;
 pub mod gpu;
 pub mod io;
+pub mod printf;
 pub mod rpc;
 pub mod startup;
 
@@ -74,8 +76,9 @@ pub fn atexit(handler: FiniCallback) -> bool {
 }
 
 /// Defines, in a target crate, the program's one [`Runtime`] and the C-linkage functions every program gets:
-/// `exit`, `abort`, `atexit`, `puts`, `fputs`/`fwrite` on `stdout` and `stderr`, and the hook behind
-/// [`print!`]. With the target crate's `panic-handler` feature, also the panic handler.
+/// `exit`, `abort`, `atexit`, `puts`, `fputs`/`fwrite` on `stdout` and `stderr`, the `printf` family ([`printf`]),
+/// and the hook behind [`print!`]. With the target crate's `panic-handler` feature, also the panic handler. The
+/// target crate enables `c_variadic`.
 ///
 /// The target crate names its [`Gpu`] type; its kernels then call `RUNTIME.begin`, `RUNTIME.start` and
 /// `RUNTIME.end`.
@@ -161,6 +164,115 @@ macro_rules! target_runtime {
             let bytes = unsafe { ::core::slice::from_raw_parts(data.cast::<u8>(), size.saturating_mul(count)) };
             $crate::io::write(RUNTIME.client(), stream, bytes);
             count
+        }
+
+        /// C's `printf`: formats on the device and writes the text to stdout as one piece; the byte count, or -1.
+        ///
+        /// # Safety
+        /// `format` is a C string and the arguments match its conversions (C's contract; `printf` module docs).
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn printf(format: *const ::core::ffi::c_char, args: ...) -> ::core::ffi::c_int {
+            // SAFETY: C's contract, passed on.
+            unsafe { $crate::printf::stdio::vprint(RUNTIME.client(), $crate::io::Stream::Stdout, format, args) }
+        }
+
+        /// C's `vprintf`.
+        ///
+        /// # Safety
+        /// As `printf`, with the arguments in `args`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn vprintf(
+            format: *const ::core::ffi::c_char,
+            args: ::core::ffi::VaList<'_>,
+        ) -> ::core::ffi::c_int {
+            // SAFETY: C's contract, passed on.
+            unsafe { $crate::printf::stdio::vprint(RUNTIME.client(), $crate::io::Stream::Stdout, format, args) }
+        }
+
+        /// C's `fprintf` on `stdout` or `stderr` (-1 for any other stream).
+        ///
+        /// # Safety
+        /// As `printf`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn fprintf(
+            stream: *mut $crate::io::File,
+            format: *const ::core::ffi::c_char,
+            args: ...
+        ) -> ::core::ffi::c_int {
+            // SAFETY: C's contract, passed on.
+            unsafe { $crate::printf::stdio::vfprintf(RUNTIME.client(), stream, format, args) }
+        }
+
+        /// C's `vfprintf` on `stdout` or `stderr`.
+        ///
+        /// # Safety
+        /// As `printf`, with the arguments in `args`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn vfprintf(
+            stream: *mut $crate::io::File,
+            format: *const ::core::ffi::c_char,
+            args: ::core::ffi::VaList<'_>,
+        ) -> ::core::ffi::c_int {
+            // SAFETY: C's contract, passed on.
+            unsafe { $crate::printf::stdio::vfprintf(RUNTIME.client(), stream, format, args) }
+        }
+
+        /// C's `snprintf`.
+        ///
+        /// # Safety
+        /// `buffer` has `size` writable bytes; otherwise as `printf`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn snprintf(
+            buffer: *mut ::core::ffi::c_char,
+            size: usize,
+            format: *const ::core::ffi::c_char,
+            args: ...
+        ) -> ::core::ffi::c_int {
+            // SAFETY: C's contract, passed on.
+            unsafe { $crate::printf::stdio::vsnprintf(buffer, size, format, args) }
+        }
+
+        /// C's `vsnprintf`.
+        ///
+        /// # Safety
+        /// As `snprintf`, with the arguments in `args`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn vsnprintf(
+            buffer: *mut ::core::ffi::c_char,
+            size: usize,
+            format: *const ::core::ffi::c_char,
+            args: ::core::ffi::VaList<'_>,
+        ) -> ::core::ffi::c_int {
+            // SAFETY: C's contract, passed on.
+            unsafe { $crate::printf::stdio::vsnprintf(buffer, size, format, args) }
+        }
+
+        /// C's `sprintf`.
+        ///
+        /// # Safety
+        /// `buffer` has room for the whole text and its NUL; otherwise as `printf`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sprintf(
+            buffer: *mut ::core::ffi::c_char,
+            format: *const ::core::ffi::c_char,
+            args: ...
+        ) -> ::core::ffi::c_int {
+            // SAFETY: C's contract, passed on.
+            unsafe { $crate::printf::stdio::vsprintf(buffer, format, args) }
+        }
+
+        /// C's `vsprintf`.
+        ///
+        /// # Safety
+        /// As `sprintf`, with the arguments in `args`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn vsprintf(
+            buffer: *mut ::core::ffi::c_char,
+            format: *const ::core::ffi::c_char,
+            args: ::core::ffi::VaList<'_>,
+        ) -> ::core::ffi::c_int {
+            // SAFETY: C's contract, passed on.
+            unsafe { $crate::printf::stdio::vsprintf(buffer, format, args) }
         }
 
         /// The link-time hook behind `print!` and friends.

@@ -5,7 +5,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{SIM_LANES, SimGroup, SimLaunch, SimWarp, TestServer, become_lane, region, scaled};
+use common::{SIM_LANES, SimGroup, SimLaunch, SimWarp, TestServer, become_lane, client, region, scaled};
 use startup_common::io::{self, Stream};
 use startup_common::rpc::{Client, opcode};
 
@@ -42,13 +42,6 @@ fn run_warps(
     });
 }
 
-fn client(region: &startup_common::rpc::HostRegion) -> Client<SimWarp> {
-    let client = Client::new();
-    // SAFETY: the region is fresh and zeroed, laid out for `SIM_LANES` lanes, and outlives every use of the client.
-    unsafe { client.reset(region.as_ptr(), region.layout().port_count()) };
-    client
-}
-
 /// Each test runs on a block with block memory (each warp uses a port of its own, the region having enough) and on one
 /// without (groups take shared ports).
 const BLOCK_MEMORY: [bool; 2] = [true, false];
@@ -59,7 +52,7 @@ fn a_warp_increments_together_with_one_message() {
     let warps = scaled(4, 1) as u32;
     for block_memory in BLOCK_MEMORY {
         let region = region(4, SIM_LANES);
-        let client = client(&region);
+        let client = client::<SimWarp>(&region);
         let mut server = TestServer::new(&region);
         run_warps(&mut server, &client, (warps, block_memory), &[0b1111], |client, warp, lane| {
             for r in 0..rounds {
@@ -79,7 +72,7 @@ fn lanes_stream_different_lengths_in_one_message() {
     let rounds = scaled(100, 2);
     for block_memory in BLOCK_MEMORY {
         let region = region(4, SIM_LANES);
-        let client = client(&region);
+        let client = client::<SimWarp>(&region);
         let mut server = TestServer::new(&region);
         run_warps(&mut server, &client, (scaled(3, 1) as u32, block_memory), &[0b1111], |client, warp, lane| {
             for r in 0..rounds {
@@ -100,7 +93,7 @@ fn divergent_groups_of_one_warp_both_progress() {
     let rounds = scaled(200, 2) as u64;
     for block_memory in BLOCK_MEMORY {
         let region = region(2, SIM_LANES);
-        let client = client(&region);
+        let client = client::<SimWarp>(&region);
         let mut server = TestServer::new(&region);
         run_warps(&mut server, &client, (2, block_memory), &[0b0101, 0b1010], |client, warp, lane| {
             for r in 0..rounds {
@@ -121,7 +114,7 @@ fn lanes_print_their_own_lines() {
     let lines = scaled(20, 1);
     for block_memory in BLOCK_MEMORY {
         let region = region(4, SIM_LANES);
-        let client = client(&region);
+        let client = client::<SimWarp>(&region);
         let mut server = TestServer::new(&region);
         let text =
             |warp: u32, lane: u32, l: usize| "=".repeat(300 + (lane as usize * 53 + l * 17 + warp as usize) % 180);
@@ -149,7 +142,7 @@ fn warps_use_their_own_ports_when_the_region_has_enough() {
     let rounds = scaled(50, 2) as u64;
     for (ports, own) in [(3, true), (2, false)] {
         let region = region(ports, SIM_LANES);
-        let client = client(&region);
+        let client = client::<SimWarp>(&region);
         let mut server = TestServer::new(&region);
         let used = std::sync::Mutex::new(std::collections::BTreeSet::new());
         run_warps(&mut server, &client, (3, true), &[0b0011, 0b1100], |client, warp, lane| {
@@ -187,7 +180,7 @@ fn a_group_that_opens_a_second_port_takes_one_no_warp_owns() {
 fn a_group_opens_a_second_port(groups: &[u64]) {
     let rounds = scaled(20, 1) as u64;
     let region = region(2, SIM_LANES);
-    let client = client(&region);
+    let client = client::<SimWarp>(&region);
     let mut server = TestServer::new(&region);
     run_warps(&mut server, &client, (1, true), groups, |client, _warp, lane| {
         for r in 0..rounds {
@@ -209,7 +202,7 @@ fn a_group_opens_a_second_port(groups: &[u64]) {
 
 fn a_group_opens_a_second_port_where_none_is_free(groups: &[u64]) {
     let region = self::region(1, SIM_LANES);
-    let client = self::client(&region);
+    let client = self::client::<SimWarp>(&region);
     let mut server = TestServer::new(&region);
     let trapped = std::sync::atomic::AtomicU32::new(0);
     run_warps(&mut server, &client, (1, true), groups, |client, _warp, _lane| {

@@ -2,25 +2,17 @@
 
 mod common;
 
-use common::{Outcome, Rng, TestServer, region, run_clients, scaled};
+use common::{Outcome, Rng, TestServer, client, region, run_clients, scaled};
 use startup_common::gpu::HostThread;
 use startup_common::io::{self, Stream};
 use startup_common::rpc::Client;
-
-fn client(region: &startup_common::rpc::HostRegion) -> Client<HostThread> {
-    let client = Client::new();
-    let layout = region.layout();
-    // SAFETY: the region is fresh and zeroed, laid out for one lane, and outlives every use of the client.
-    unsafe { client.reset(region.as_ptr(), layout.port_count()) };
-    client
-}
 
 #[test]
 fn every_increment_is_answered_exactly_once() {
     let threads = scaled(32, 3);
     let rounds = scaled(2000, 3);
     let region = region(16, 1);
-    let client = client(&region);
+    let client = client::<HostThread>(&region);
     let mut server = TestServer::new(&region);
     run_clients(&mut server, threads, |t| {
         for r in 0..rounds {
@@ -37,7 +29,7 @@ fn echoes_of_random_lengths_come_back_intact() {
     let threads = scaled(16, 2);
     let rounds = scaled(300, 3);
     let region = region(8, 1);
-    let client = client(&region);
+    let client = client::<HostThread>(&region);
     let mut server = TestServer::new(&region);
     run_clients(&mut server, threads, |t| {
         let mut rng = Rng(t as u64 + 1);
@@ -62,7 +54,7 @@ fn echoes_of_random_lengths_come_back_intact() {
 #[test]
 fn echo_into_a_short_buffer_is_truncated_but_reports_the_length() {
     let region = region(2, 1);
-    let client = client(&region);
+    let client = client::<HostThread>(&region);
     let mut server = TestServer::new(&region);
     run_clients(&mut server, 1, |_| {
         let input: Vec<u8> = (0..200).map(|i| i as u8).collect();
@@ -79,7 +71,7 @@ fn concurrent_prints_arrive_whole_and_in_order() {
     let threads = scaled(16, 2);
     let lines = scaled(40, 2);
     let region = region(8, 1);
-    let client = client(&region);
+    let client = client::<HostThread>(&region);
     let mut server = TestServer::new(&region);
     let payload = |t: usize, l: usize| -> String {
         let len = (t * 131 + l * 977) % 1500;
@@ -137,7 +129,7 @@ fn a_very_long_formatted_message_is_not_cut() {
     }
     let count = scaled(5000, 100);
     let region = region(4, 1);
-    let client = client(&region);
+    let client = client::<HostThread>(&region);
     let mut server = TestServer::new(&region);
     run_clients(&mut server, 2, |t| io::print(&client, Stream::Stdout, format_args!("[{t}:{}]", Many(count))));
     let mut got: Vec<String> = server.seen.messages[&1].iter().map(|m| String::from_utf8(m.clone()).unwrap()).collect();
@@ -150,7 +142,7 @@ fn a_very_long_formatted_message_is_not_cut() {
 #[test]
 fn exit_status_is_reported_after_the_output_before_it() {
     let region = region(4, 1);
-    let client = client(&region);
+    let client = client::<HostThread>(&region);
     let mut server = TestServer::new(&region);
     run_clients(&mut server, 1, |_| {
         io::write_line(&client, Stream::Stdout, b"last words");
@@ -163,7 +155,7 @@ fn exit_status_is_reported_after_the_output_before_it() {
 #[test]
 fn abort_is_reported() {
     let region = region(4, 1);
-    let client = client(&region);
+    let client = client::<HostThread>(&region);
     let mut server = TestServer::new(&region);
     run_clients(&mut server, 1, |_| client.abort());
     assert_eq!(server.seen.outcome, Some(Outcome::Abort));

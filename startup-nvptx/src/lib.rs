@@ -10,6 +10,7 @@
     feature(
         abi_gpu_kernel,
         asm_experimental_arch,
+        c_variadic,
         stdarch_nvptx,
         core_intrinsics,
         gpu_intrinsics,

@@ -287,7 +287,7 @@ fn rust_artifact(profile_dir: &Path, target: GpuTarget, program: &str) -> Result
 
 /// Copies `expect.toml` as `<program>.expect.toml`, and each further `expect.<variant>.toml` (another way to run the
 /// same image) as `<program>.<variant>.expect.toml`.
-fn copy_expectations(source_dir: &Path, out_dir: &Path, program: &str) -> Result<()> {
+pub fn copy_expectations(source_dir: &Path, out_dir: &Path, program: &str) -> Result<()> {
     for entry in std::fs::read_dir(source_dir)? {
         let name = entry?.file_name().to_string_lossy().into_owned();
         let Some(rest) = name.strip_prefix("expect").and_then(|rest| rest.strip_suffix(".toml")) else { continue };

@@ -1,7 +1,7 @@
 //! The C test programs: every `tests/programs-c/<name>/main.c`, compiled with clang (the same LLVM major as the
 //! nightly, so its bitcode links with Rust's) through the `cc` crate, and linked with the startup into
-//! `<out_dir>/<name>.<ext>` next to a copy of its `expect.toml`. `docs/c-programs.md` describes the same steps for C
-//! users.
+//! `<out_dir>/<name>.<ext>` next to copies of its `expect.toml` and `expect.<variant>.toml` files.
+//! `docs/c-programs.md` describes the same steps for C users.
 //!
 //! The startup comes as a static library of LLVM bitcode, built once per target and arch with
 //! `cargo rustc --crate-type staticlib` in its own cargo target dir (`target/gpu-cargo/<arch>-startup`):
@@ -43,6 +43,7 @@ pub fn build(
     let clang = find_clang(sh)?;
     let startup = build_startup(sh, target, arch, release)?;
     let work_dir = root.join("target/gpu-cargo").join(format!("{arch}-c"));
+    crate::varargs::check(sh, &clang, target, arch, sysroot, &startup, &work_dir.join("varargs-probe"))?;
     std::fs::create_dir_all(out_dir)?;
     let cubin_tools = crate::build::CubinTools::find(target);
     let mut images = Vec::new();
@@ -53,10 +54,7 @@ pub fn build(
         let image = out_dir.join(format!("{program}.{}", target.image_extension()));
         link(sh, target, arch, release, linker, sysroot, &objects, &startup, &image)
             .with_context(|| format!("linking the C program `{program}` for {target} ({arch}) failed"))?;
-        let expect = source_dir.join("expect.toml");
-        if expect.is_file() {
-            std::fs::copy(&expect, out_dir.join(format!("{program}.expect.toml")))?;
-        }
+        crate::build::copy_expectations(&source_dir, out_dir, &program)?;
         if let Some(tools) = &cubin_tools {
             tools.make(sh, &image, arch)?;
         }
@@ -172,7 +170,7 @@ pub fn build_startup(sh: &Shell, target: GpuTarget, arch: &str, release: bool) -
 }
 
 /// clang's flags for `target` and `arch`, beyond what `cc` adds.
-fn clang_flags(target: GpuTarget, arch: &str) -> Result<Vec<String>> {
+pub fn clang_flags(target: GpuTarget, arch: &str) -> Result<Vec<String>> {
     let mut flags: Vec<String> = ["-nogpulib", "-ffreestanding", "-flto"].map(str::to_owned).into();
     match target {
         GpuTarget::Nvptx => {

@@ -10,6 +10,7 @@ pub mod suite;
 #[cfg(test)]
 mod tidy;
 pub mod toolchain;
+pub mod varargs;
 
 /// The workspace root (the parent of this crate's directory).
 pub fn project_root() -> std::path::PathBuf {

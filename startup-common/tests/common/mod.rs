@@ -10,7 +10,7 @@ use std::sync::{Arc, Barrier, Mutex};
 
 use startup_common::abi::LaunchParams;
 use startup_common::gpu::{Gpu, ThreadIds};
-use startup_common::rpc::{BlockMemory, HostBlockMemory, HostRegion, Layout, Server, WriteHead, opcode};
+use startup_common::rpc::{BlockMemory, Client, HostBlockMemory, HostRegion, Layout, Server, WriteHead, opcode};
 
 /// Scales a count down under Miri, where every thread switch is slow.
 pub fn scaled(normal: usize, miri: usize) -> usize {
@@ -123,6 +123,16 @@ impl TestServer {
 /// A fresh zeroed region.
 pub fn region(ports: u32, lanes: u32) -> HostRegion {
     HostRegion::new(Layout::new(ports, lanes))
+}
+
+/// A client of `region`, reset for a run; the region must be laid out for `G`'s lanes.
+pub fn client<G: Gpu>(region: &HostRegion) -> Client<G> {
+    assert_eq!(region.layout().lane_size(), G::LANE_SIZE, "the region is laid out for another lane count");
+    let client = Client::new();
+    // SAFETY: the region is fresh and zeroed, laid out for `G`'s lanes (checked above), and every test keeps it alive
+    // for as long as the client.
+    unsafe { client.reset(region.as_ptr(), region.layout().port_count()) };
+    client
 }
 
 /// Runs `body(n)` on `threads` threads while `server` serves; returns once all are done and served.
