@@ -4,101 +4,14 @@
 //! (and `cubin` when `ptxas` is on `PATH`) for NVIDIA and `elf` for AMD, next to a copy of the program's
 //! `expect.toml`.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use anyhow::{Context, Result, bail};
 use xshell::{Shell, cmd};
 
 use crate::toolchain;
 
-/// A GPU target the startup supports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum GpuTarget {
-    Nvptx,
-    Amdgpu,
-}
-
-impl GpuTarget {
-    pub const ALL: [GpuTarget; 2] = [GpuTarget::Nvptx, GpuTarget::Amdgpu];
-
-    pub fn triple(self) -> &'static str {
-        match self {
-            GpuTarget::Nvptx => "nvptx64-nvidia-cuda",
-            GpuTarget::Amdgpu => "amdgcn-amd-amdhsa",
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            GpuTarget::Nvptx => "nvptx",
-            GpuTarget::Amdgpu => "amdgpu",
-        }
-    }
-
-    /// The architecture to build for when none is given: the machine's GPU if it has one of this vendor, else the
-    /// H200's (sm_90) or the MI200's (gfx90a).
-    pub fn default_arch(self, sh: &Shell) -> String {
-        let detected = match self {
-            GpuTarget::Nvptx => cmd!(sh, "nvidia-smi --query-gpu=compute_cap --format=csv,noheader")
-                .quiet()
-                .ignore_stderr()
-                .read()
-                .ok()
-                .and_then(|out| out.lines().next().map(|cap| format!("sm_{}", cap.trim().replace('.', "")))),
-            GpuTarget::Amdgpu => cmd!(sh, "amdgpu-arch")
-                .quiet()
-                .ignore_stderr()
-                .read()
-                .ok()
-                .and_then(|out| out.lines().next().map(|arch| arch.trim().to_owned())),
-        };
-        detected.filter(|arch| self.accepts_arch(arch)).unwrap_or_else(|| match self {
-            GpuTarget::Nvptx => "sm_90".into(),
-            GpuTarget::Amdgpu => "gfx90a".into(),
-        })
-    }
-
-    pub fn accepts_arch(self, arch: &str) -> bool {
-        match self {
-            GpuTarget::Nvptx => crate::linker::min_ptx_version(arch).is_ok(),
-            GpuTarget::Amdgpu => {
-                arch.strip_prefix("gfx").is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_hexdigit()))
-            }
-        }
-    }
-
-    /// The extension of the image file.
-    pub fn image_extension(self) -> &'static str {
-        match self {
-            GpuTarget::Nvptx => "ptx",
-            GpuTarget::Amdgpu => "elf",
-        }
-    }
-
-    /// Extra codegen flags for `arch`. (The PTX ISA version follows from the CPU: the bitcode linker raises it.)
-    pub fn rustflags(self, arch: &str) -> Result<Vec<String>> {
-        Ok(vec![format!("-Ctarget-cpu={arch}")])
-    }
-}
-
-impl fmt::Display for GpuTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for GpuTarget {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "nvptx" | "nvptx64" | "cuda" | "nvptx64-nvidia-cuda" => Ok(GpuTarget::Nvptx),
-            "amdgpu" | "amdgcn" | "hsa" | "amdgcn-amd-amdhsa" => Ok(GpuTarget::Amdgpu),
-            _ => Err(format!("unknown GPU target `{s}` (expected nvptx or amdgpu)")),
-        }
-    }
-}
+pub use gpu_loader::target::GpuTarget;
 
 /// What to build.
 #[derive(Clone, Debug)]
@@ -138,11 +51,11 @@ pub fn rust_programs() -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// Builds the bitcode linker (a host binary of this crate) and returns its path.
+/// Builds the bitcode linker (a host binary of the loader package) and returns its path.
 pub fn build_linker(sh: &Shell) -> Result<PathBuf> {
     let root = crate::project_root();
     let _dir = sh.push_dir(&root);
-    cmd!(sh, "cargo build --quiet --release --package xtask --bin gpu-bitcode-linker").run()?;
+    cmd!(sh, "cargo build --quiet --release --package loader --bin gpu-bitcode-linker").run()?;
     Ok(root.join("target/release/gpu-bitcode-linker"))
 }
 
@@ -155,7 +68,7 @@ pub fn build(sh: &Shell, options: &BuildOptions) -> Result<Vec<BuiltImage>> {
         let arch = match &options.gpu_arch {
             Some(arch) if target.accepts_arch(arch) => arch.clone(),
             Some(arch) if options.targets.len() == 1 => bail!("`{arch}` is not a {target} architecture"),
-            _ => target.default_arch(sh),
+            _ => target.default_arch(),
         };
         images.extend(build_target(sh, target, &arch, options, &linker, &sysroot)?);
     }
@@ -183,7 +96,7 @@ fn build_target(
     let cargo_target_dir = root.join("target/gpu-cargo").join(arch);
     let triple = target.triple();
     let profile = if release { "release" } else { "dev" };
-    let rustflags = format!("target.{triple}.rustflags={:?}", target.rustflags(arch)?);
+    let rustflags = format!("target.{triple}.rustflags={:?}", target.rustflags(arch));
     // NVIDIA needs the project's bitcode linker; AMD links with the toolchain's rust-lld.
     let linker_config = match target {
         GpuTarget::Nvptx => {
@@ -265,27 +178,4 @@ fn copy_expectations(source_dir: &Path, out_dir: &Path, program: &str) -> Result
         std::fs::copy(source_dir.join(&name), out_dir.join(target))?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn archs_belong_to_their_target() {
-        assert!(GpuTarget::Nvptx.accepts_arch("sm_90"));
-        assert!(!GpuTarget::Nvptx.accepts_arch("sm_61"));
-        assert!(!GpuTarget::Nvptx.accepts_arch("gfx90a"));
-        assert!(GpuTarget::Amdgpu.accepts_arch("gfx90a"));
-        assert!(GpuTarget::Amdgpu.accepts_arch("gfx1030"));
-        assert!(!GpuTarget::Amdgpu.accepts_arch("sm_90"));
-        assert!(!GpuTarget::Amdgpu.accepts_arch("gfx"));
-    }
-
-    #[test]
-    fn targets_parse_from_their_usual_names() {
-        assert_eq!("nvptx".parse(), Ok(GpuTarget::Nvptx));
-        assert_eq!("amdgcn-amd-amdhsa".parse(), Ok(GpuTarget::Amdgpu));
-        assert!("x86".parse::<GpuTarget>().unwrap_err().contains("unknown GPU target"));
-    }
 }

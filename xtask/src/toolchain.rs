@@ -39,7 +39,7 @@ fn component_present(sysroot: &std::path::Path, component: &str) -> bool {
 
 /// Where `llvm-tools` puts `llvm-link`, `opt`, `llc` and friends.
 pub fn llvm_tools_dir(sysroot: &std::path::Path) -> PathBuf {
-    sysroot.join("lib/rustlib").join(crate::linker::host_triple()).join("bin")
+    sysroot.join("lib/rustlib").join(gpu_loader::linker::host_triple()).join("bin")
 }
 
 /// Finds a program on `PATH`.

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match xtask::linker::LinkRequest::parse(&args).and_then(|request| request.link()) {
+    match gpu_loader::linker::LinkRequest::parse(&args).and_then(|request| request.link()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("gpu-bitcode-linker: {error:#}");

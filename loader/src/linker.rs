@@ -1,4 +1,6 @@
-//! The nvptx bitcode linker's logic; `src/bin/gpu-bitcode-linker.rs` is its command-line shell.
+//! The nvptx bitcode linker: what rustc runs to link every nvptx image (linker flavor `llbc`), standing in for
+//! rustup's `llvm-bitcode-linker` component, which cannot be installed for the pinned toolchain.
+//! `src/bin/gpu-bitcode-linker.rs` is its command-line shell; `cargo xtask` links the C programs with it too.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -208,9 +210,9 @@ impl LlvmTools {
     }
 }
 
+/// The triple this binary was built for, which is the host it runs on.
 pub fn host_triple() -> &'static str {
-    // xtask runs on the host it was built for.
-    env!("XTASK_HOST_TRIPLE")
+    env!("GPU_LOADER_HOST_TRIPLE")
 }
 
 fn run(mut command: Command) -> Result<()> {
