@@ -1,6 +1,8 @@
 //! The two GPU targets the startup supports: their triples, architectures and image files. The setup command
 //! (`cargo gpu-startup`) and `cargo xtask` both build through these.
 
+pub mod spec;
+
 use std::fmt;
 use std::process::{Command, Stdio};
 use std::str::FromStr;
