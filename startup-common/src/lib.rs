@@ -8,21 +8,8 @@
 //! The crate is `no_std` and builds on the host too, where [`gpu::HostThread`] stands in for a GPU lane, so its logic
 //! is tested with `cargo test`, under loom and under Miri.
 //!
-//! # Writing a program
-//! ```ignore
-//! #![no_std]
-//! use startup_common::{println, Args};
-//! #[cfg(target_arch = "nvptx64")]
-//! use startup_nvptx as _;
-//! #[cfg(target_arch = "amdgpu")]
-//! use startup_amdgpu as _;
-//!
-//! #[unsafe(no_mangle)]
-//! pub extern "C" fn main(argc: i32, argv: *mut *mut core::ffi::c_char, _envp: *mut *mut core::ffi::c_char) -> i32 {
-//!     println!("hello from the GPU");
-//!     0
-//! }
-//! ```
+//! Programs do not use this crate directly: they depend on `gpu-startup` (in `gpu-startup/` here), which picks the
+//! target crate and gives them a safe API over this one.
 #![no_std]
 
 #[cfg(any(test, feature = "host"))]
@@ -103,7 +90,7 @@ macro_rules! target_runtime {
         /// C's `atexit`: 0 on success, non-zero when the registry is full.
         #[unsafe(no_mangle)]
         pub extern "C" fn atexit(handler: $crate::FiniCallback) -> ::core::ffi::c_int {
-            if RUNTIME.atexit(handler) { 0 } else { -1 }
+            if RUNTIME.atexit($crate::atexit::Handler::C(handler)).is_ok() { 0 } else { -1 }
         }
 
         /// C's `puts`: the string and a newline to stdout, as one line.
