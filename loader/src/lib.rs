@@ -21,6 +21,7 @@ pub mod launch;
 pub mod linker;
 pub mod run;
 pub mod server;
+pub mod setup;
 pub mod status;
 pub mod target;
 

@@ -36,12 +36,17 @@ impl GpuTarget {
     /// The architecture to build for when none is given: the machine's GPU if it has one of this vendor, else the
     /// H200's (sm_90) or the MI200's (gfx90a).
     pub fn default_arch(self) -> String {
+        self.detect_arch().unwrap_or_else(|| self.fallback_arch().to_owned())
+    }
+
+    /// The architecture of this machine's first GPU of this vendor (`nvidia-smi`, `amdgpu-arch`), if it has one.
+    pub fn detect_arch(self) -> Option<String> {
         let detected = match self {
             GpuTarget::Nvptx => first_line_of("nvidia-smi", &["--query-gpu=compute_cap", "--format=csv,noheader"])
                 .map(|cap| format!("sm_{}", cap.replace('.', ""))),
             GpuTarget::Amdgpu => first_line_of("amdgpu-arch", &[]),
         };
-        detected.filter(|arch| self.accepts_arch(arch)).unwrap_or_else(|| self.fallback_arch().to_owned())
+        detected.filter(|arch| self.accepts_arch(arch))
     }
 
     /// The architecture to build for on a machine without a GPU of this vendor.

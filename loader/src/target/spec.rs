@@ -6,8 +6,6 @@
 //! -Zbuild-std=core`. Deriving it from the toolchain that builds with it, rather than shipping a copy, keeps the
 //! data layout and every other field right for that nightly.
 
-use std::ffi::OsStr;
-use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail, ensure};
@@ -36,20 +34,16 @@ impl GpuTarget {
     }
 }
 
-/// rustc's own spec of `target`'s built-in triple, as `rustc` (run in `dir`, so that the toolchain file there picks
-/// the toolchain) prints it.
-pub fn rustc_spec(rustc: &OsStr, dir: &Path, target: GpuTarget) -> Result<String> {
+/// rustc's own spec of `target`'s built-in triple, as the toolchain's `rustc` (the command `rustc`, which the caller
+/// points at the toolchain) prints it.
+pub fn rustc_spec(mut rustc: Command, target: GpuTarget) -> Result<String> {
     let triple = target.triple();
-    let mut command = Command::new(rustc);
-    command.current_dir(dir).args(["-Z", "unstable-options", "--print", "target-spec-json", "--target", triple]);
-    // A toolchain that cargo's rustup proxy chose for another folder must not override the one `dir` pins.
-    command.env_remove("RUSTUP_TOOLCHAIN");
-    let output = command.output().with_context(|| format!("cannot run {}", rustc.to_string_lossy()))?;
+    rustc.args(["-Z", "unstable-options", "--print", "target-spec-json", "--target", triple]);
+    let output = rustc.output().with_context(|| format!("cannot run {}", rustc.get_program().to_string_lossy()))?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         bail!(
-            "`rustc --print target-spec-json --target {triple}` failed in {}: {}",
-            dir.display(),
+            "`rustc --print target-spec-json --target {triple}` failed: {}",
             stderr.lines().find(|line| !line.trim().is_empty()).unwrap_or("no message").trim()
         );
     }
@@ -147,10 +141,10 @@ mod tests {
     /// derivation changes, with the values it expects to change.
     #[test]
     fn the_pinned_toolchains_specs_derive() {
-        let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
         for target in GpuTarget::ALL {
-            let original = parse(&rustc_spec(&rustc, dir, target).unwrap());
+            let mut rustc = Command::new("rustc");
+            rustc.current_dir(env!("CARGO_MANIFEST_DIR"));
+            let original = parse(&rustc_spec(rustc, target).unwrap());
             assert_eq!(original["only-cdylib"], true, "{target}");
             let derived = parse(&executable_spec(target, &serde_json::to_string(&original).unwrap()).unwrap());
             assert_eq!(derived["executables"], true, "{target}");
