@@ -27,39 +27,6 @@ pub use abi::{FiniCallback, InitCallback};
 pub use gpu::{Gpu, ThreadIds};
 pub use startup::{CallbackArrays, MainFn, Runtime};
 
-/// Ends the program with `status` after running the `atexit` handlers and destructors; C's `exit`.
-#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
-pub fn exit(status: i32) -> ! {
-    unsafe extern "C" {
-        #[link_name = "exit"]
-        fn c_exit(status: core::ffi::c_int) -> !;
-    }
-    // SAFETY: `target_runtime!` defines `exit` with exactly this prototype in every program.
-    unsafe { c_exit(status) }
-}
-
-/// Ends the program abnormally without running any handler; C's `abort`. The loader exits with 134.
-#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
-pub fn abort() -> ! {
-    unsafe extern "C" {
-        #[link_name = "abort"]
-        fn c_abort() -> !;
-    }
-    // SAFETY: `target_runtime!` defines `abort` with exactly this prototype in every program.
-    unsafe { c_abort() }
-}
-
-/// Registers `handler` to run at exit, before the handlers registered earlier; `false` when the registry is full.
-#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
-pub fn atexit(handler: FiniCallback) -> bool {
-    unsafe extern "C" {
-        #[link_name = "atexit"]
-        fn c_atexit(handler: FiniCallback) -> core::ffi::c_int;
-    }
-    // SAFETY: `target_runtime!` defines `atexit` with exactly this prototype in every program.
-    unsafe { c_atexit(handler) == 0 }
-}
-
 /// Defines, in a target crate, the program's one [`Runtime`] and the C-linkage functions every program gets:
 /// `exit`, `abort`, `atexit`, `puts`, `fputs`/`fwrite` on `stdout` and `stderr`, and the hook behind
 /// [`print!`]. With the target crate's `panic-handler` feature, also the panic handler.
@@ -69,7 +36,7 @@ pub fn atexit(handler: FiniCallback) -> bool {
 #[macro_export]
 macro_rules! target_runtime {
     ($gpu:ty) => {
-        /// The processor this crate targets, for programs that want its lane and thread intrinsics.
+        /// The processor this crate targets: `gpu-startup` reads thread ids, lanes and the clock through it.
         pub type Target = $gpu;
 
         /// The program's runtime state, shared by all its kernels.

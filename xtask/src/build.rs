@@ -1,4 +1,5 @@
-//! `cargo xtask build`: the startup and every GPU program in `tests/programs` for each GPU target.
+//! `cargo xtask build`: the startup and every GPU program in `tests/programs` for each GPU target, built as any crate
+//! is built for the GPU (`crate::gpu_cargo`).
 //!
 //! Output (documented in `docs/architecture.md`): `target/gpu/<target>/<arch>/<program>.<ext>` with `ext` = `ptx`
 //! (and `cubin` when `ptxas` is on `PATH`) for NVIDIA and `elf` for AMD, next to a copy of the program's
@@ -9,6 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use xshell::{Shell, cmd};
 
+use crate::gpu_cargo::GpuSetup;
 use crate::toolchain;
 
 pub use gpu_loader::target::GpuTarget;
@@ -59,17 +61,23 @@ pub fn build_linker(sh: &Shell) -> Result<PathBuf> {
     Ok(root.join("target/release/gpu-bitcode-linker"))
 }
 
+/// The architecture to build `target` for: `requested` when it is one of the target's (and an error when it is not
+/// and the build is for this target `alone`), else the machine's or the fallback.
+pub fn arch_for(target: GpuTarget, requested: Option<&str>, alone: bool) -> Result<String> {
+    Ok(match requested {
+        Some(arch) if target.accepts_arch(arch) => arch.to_owned(),
+        Some(arch) if alone => bail!("`{arch}` is not a {target} architecture"),
+        _ => target.default_arch(),
+    })
+}
+
 /// Builds every program for every requested target; returns the images.
 pub fn build(sh: &Shell, options: &BuildOptions) -> Result<Vec<BuiltImage>> {
     let sysroot = toolchain::ensure_device_toolchain(sh)?;
     let linker = build_linker(sh)?;
     let mut images = Vec::new();
     for &target in &options.targets {
-        let arch = match &options.gpu_arch {
-            Some(arch) if target.accepts_arch(arch) => arch.clone(),
-            Some(arch) if options.targets.len() == 1 => bail!("`{arch}` is not a {target} architecture"),
-            _ => target.default_arch(),
-        };
+        let arch = arch_for(target, options.gpu_arch.as_deref(), options.targets.len() == 1)?;
         images.extend(build_target(sh, target, &arch, options, &linker, &sysroot)?);
     }
     Ok(images)
@@ -84,35 +92,18 @@ fn build_target(
     sysroot: &Path,
 ) -> Result<Vec<BuiltImage>> {
     let release = options.release;
-    let programs: Vec<String> =
-        rust_programs()?.into_iter().filter(|p| options.programs.is_empty() || options.programs.contains(p)).collect();
-    let packages = if options.programs.is_empty() {
-        vec!["--workspace".to_owned()]
-    } else {
-        programs.iter().flat_map(|p| ["--package".to_owned(), p.clone()]).collect()
-    };
     let root = crate::project_root();
-    let manifest = root.join("tests/programs/Cargo.toml");
-    let cargo_target_dir = root.join("target/gpu-cargo").join(arch);
-    let triple = target.triple();
-    let profile = if release { "release" } else { "dev" };
-    let rustflags = format!("target.{triple}.rustflags={:?}", target.rustflags(arch));
-    // NVIDIA needs the project's bitcode linker; AMD links with the toolchain's rust-lld.
-    let linker_config = match target {
-        GpuTarget::Nvptx => {
-            vec!["--config".to_owned(), format!("target.{triple}.linker={:?}", linker.display().to_string())]
-        }
-        GpuTarget::Amdgpu => Vec::new(),
-    };
+    let setup = GpuSetup::prepare(target, arch)?;
+    let tools = linker.parent().context("the linker's folder")?;
     let started = std::time::Instant::now();
-    cmd!(
+    let artifacts = setup.build(
         sh,
-        "cargo build --quiet --manifest-path {manifest} --target {triple} -Zbuild-std=core --profile {profile}
-         --target-dir {cargo_target_dir} --config {rustflags} {linker_config...} {packages...}"
-    )
-    .env("GPU_LLVM_TOOLS_DIR", toolchain::llvm_tools_dir(sysroot))
-    .run()
-    .with_context(|| format!("building the GPU programs for {target} ({arch}) failed"))?;
+        &root.join("tests/programs/Cargo.toml"),
+        &options.programs,
+        release,
+        &root.join("target/gpu-cargo").join(arch),
+        tools,
+    )?;
     eprintln!("xtask: built the {target} programs for {arch} in {:.1?}", started.elapsed());
 
     let out_dir = image_dir(target, arch);
@@ -122,15 +113,14 @@ fn build_target(
         std::fs::remove_dir_all(&out_dir).with_context(|| format!("cannot clear {}", out_dir.display()))?;
     }
     std::fs::create_dir_all(&out_dir)?;
-    let profile_dir = cargo_target_dir.join(triple).join(if release { "release" } else { "debug" });
     let ptxas = toolchain::find_program("ptxas");
     let mut images = Vec::new();
-    for program in programs {
-        let artifact = rust_artifact(&profile_dir, target, &program)?;
+    for artifact in artifacts {
+        let program = artifact.crate_dir.file_name().context("a program folder")?.to_string_lossy().into_owned();
         let image = out_dir.join(format!("{program}.{}", target.image_extension()));
-        std::fs::copy(&artifact, &image)
-            .with_context(|| format!("cannot copy {} to {}", artifact.display(), image.display()))?;
-        copy_expectations(&root.join("tests/programs").join(&program), &out_dir, &program)?;
+        std::fs::copy(&artifact.image, &image)
+            .with_context(|| format!("cannot copy {} to {}", artifact.image.display(), image.display()))?;
+        copy_expectations(&artifact.crate_dir, &out_dir, &program)?;
         if let (GpuTarget::Nvptx, Some(ptxas)) = (target, &ptxas) {
             let cubin = image.with_extension("cubin");
             // Relocatable (`-c`), as the loader's JIT linker compiles PTX: function pointers then mean the same in
@@ -138,6 +128,10 @@ fn build_target(
             cmd!(sh, "{ptxas} -c -arch={arch} --maxrregcount 64 {image} -o {cubin}").run()?;
         }
         images.push(BuiltImage { program, target, arch: arch.to_owned(), path: image });
+    }
+    let missing: Vec<_> = options.programs.iter().filter(|p| !images.iter().any(|i| &i.program == *p)).collect();
+    if !missing.is_empty() {
+        bail!("cargo built no image for {missing:?}");
     }
     if options.programs.is_empty() {
         // The C programs need a clang of the nightly's LLVM version, which not every distribution packages: without
@@ -148,20 +142,6 @@ fn build_target(
         }
     }
     Ok(images)
-}
-
-/// Where cargo put a program's image: `<name>.ptx` for NVIDIA, `<name>.elf` (or `lib<name>.so`) for AMD.
-fn rust_artifact(profile_dir: &Path, target: GpuTarget, program: &str) -> Result<PathBuf> {
-    let stem = program.replace('-', "_");
-    let candidates = match target {
-        GpuTarget::Nvptx => vec![format!("{stem}.ptx")],
-        GpuTarget::Amdgpu => vec![format!("{stem}.elf"), format!("lib{stem}.so"), format!("{stem}.so")],
-    };
-    candidates
-        .iter()
-        .map(|name| profile_dir.join(name))
-        .find(|path| path.is_file())
-        .with_context(|| format!("cargo built no image for `{program}` in {}", profile_dir.display()))
 }
 
 /// Copies `expect.toml` as `<program>.expect.toml`, and each further `expect.<variant>.toml` (another way to run the

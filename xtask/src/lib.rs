@@ -5,6 +5,7 @@ pub mod bindgen;
 pub mod build;
 pub mod c_programs;
 pub mod fuzz;
+pub mod gpu_cargo;
 pub mod suite;
 #[cfg(test)]
 mod tidy;

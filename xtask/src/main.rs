@@ -20,7 +20,8 @@ enum Command {
     Build(BuildArgs),
     /// Build everything, run the host tests and static image checks, then the GPU suite on every GPU found.
     Test(TestArgs),
-    /// Build one GPU program from tests/programs and run it with gpu-loader on this machine's GPU.
+    /// Build one GPU program (from tests/programs, or any crate's folder) and run it with gpu-loader on this machine's
+    /// GPU.
     Run(RunArgs),
     /// Make a self-contained folder that runs the GPU suite on an x86-64 Linux GPU machine without Rust.
     Bundle {
@@ -85,7 +86,7 @@ struct TestArgs {
 
 #[derive(Args)]
 struct RunArgs {
-    /// The program: a folder of tests/programs (e.g. hello).
+    /// The program: a folder of tests/programs (e.g. hello), or the path of a crate.
     program: String,
     /// GPU architecture to build for (default: this machine's).
     #[arg(long)]

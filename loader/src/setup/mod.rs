@@ -152,7 +152,7 @@ fn read_optional(path: &Path) -> Result<Option<String>> {
 }
 
 /// Writes `text` to `path` whole (a temporary file renamed over it), unless it holds `text` already.
-fn write_if_changed(path: &Path, text: &str) -> Result<FileChange> {
+pub fn write_if_changed(path: &Path, text: &str) -> Result<FileChange> {
     let change = match read_optional(path)? {
         Some(existing) if existing == text => return Ok(FileChange::Unchanged),
         Some(_) => FileChange::Updated,

@@ -3,19 +3,13 @@
 //! packet must arrive in its own lane's slot. Its `expect.toml` gives the loader 5 RPC ports for the grid's 12 warps,
 //! so warps share ports and contend for them (the other RPC tests have a port per warp).
 #![no_std]
+#![no_main]
 
-use core::ffi::{c_char, c_int};
+use gpu_startup::{block, rpc, thread};
 
-use startup_common::Gpu;
-#[cfg(target_arch = "amdgpu")]
-use startup_amdgpu as rt;
-#[cfg(target_arch = "nvptx64")]
-use startup_nvptx as rt;
-
-#[unsafe(no_mangle)]
-pub extern "C" fn main(_argc: c_int, _argv: *mut *mut c_char, _envp: *mut *mut c_char) -> c_int {
-    let ids = rt::Target::thread_ids();
+#[gpu_startup::main]
+fn main() -> i32 {
     // The same round count for a whole warp (or wavefront), different between them.
-    let warp = ids.thread[0] / <rt::Target as Gpu>::LANE_SIZE + 8 * ids.block[0];
-    if rt::RUNTIME.client().test_interface(warp % 7 + 1) { 0 } else { 1 }
+    let warp = thread::id()[0] / thread::warp_size() + 8 * block::id()[0];
+    if rpc::client().test_interface(warp % 7 + 1) { 0 } else { 1 }
 }

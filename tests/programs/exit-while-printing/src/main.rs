@@ -5,22 +5,16 @@
 //! traps after 50 of its own instead of exiting: the host, in the middle of some thread's line when the grid dies,
 //! must not wait for the rest of it, and ends the run as a device fault (variant `trap`).
 #![no_std]
+#![no_main]
 
-use core::ffi::{c_char, c_int};
+use gpu_startup::{block, println, process, thread};
 
-use startup_common::{Gpu, println};
-#[cfg(target_arch = "amdgpu")]
-use startup_amdgpu as rt;
-#[cfg(target_arch = "nvptx64")]
-use startup_nvptx as rt;
-
-#[unsafe(no_mangle)]
-pub extern "C" fn main(argc: c_int, argv: *mut *mut c_char, _envp: *mut *mut c_char) -> c_int {
-    // SAFETY: the loader passes `argc` C strings.
-    let mode = if argc > 1 { unsafe { core::ffi::CStr::from_ptr(*argv.add(1)) }.to_bytes() } else { b"" };
-    let trap = mode == b"trap";
-    let ids = rt::Target::thread_ids();
-    let stopper = ids.thread[0] == 0 && ids.block[0] == 1 && mode != b"no-exit";
+#[gpu_startup::main]
+fn main() -> ! {
+    let mode = gpu_startup::env::args().nth(1).unwrap_or("");
+    let trap = mode == "trap";
+    let (x, block_x) = (thread::id()[0], block::id()[0]);
+    let stopper = x == 0 && block_x == 1 && mode != "no-exit";
     // With `trap`, 168 dots make each line four packets, and the grid dies while the host is busy with such lines.
     let (dots, stop_at) = if trap { (168, 50) } else { (0, 0) };
     let mut line = 0u64;
@@ -29,11 +23,11 @@ pub extern "C" fn main(argc: c_int, argv: *mut *mut c_char, _envp: *mut *mut c_c
             // Acknowledged by the host before `exit` (or the trap): this line must be in the output.
             println!("exiting");
             if trap {
-                rt::Target::trap();
+                process::trap();
             }
-            startup_common::exit(5);
+            process::exit(5);
         }
-        println!("thread {} of block {} line {line}{:.<dots$}", ids.thread[0], ids.block[0], "");
+        println!("thread {x} of block {block_x} line {line}{:.<dots$}", "");
         line += 1;
     }
 }
