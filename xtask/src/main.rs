@@ -23,6 +23,8 @@ enum Command {
     /// Build one GPU program (from tests/programs, or any crate's folder) and run it with gpu-loader on this machine's
     /// GPU.
     Run(RunArgs),
+    /// Make a crate outside the repository from docs/your-own-crate.md, set it up, build and check it (part of `test`).
+    OutOfTree,
     /// Make a self-contained folder that runs the GPU suite on an x86-64 Linux GPU machine without Rust.
     Bundle {
         /// Where to put it.
@@ -146,6 +148,10 @@ fn run(cli: Cli) -> Result<()> {
             std::process::exit(code)
         }
         Command::Bundle { out, gpu_arch, max_size } => xtask::suite::bundle(&sh, &out, gpu_arch, max_size),
+        Command::OutOfTree => {
+            xtask::suite::build_host_binaries(&sh)?;
+            xtask::out_of_tree::check(&sh, xtask::suite::Gpus::detect()).map(drop)
+        }
         Command::Bench { gpu_arch, bench_args } => xtask::suite::bench(&sh, gpu_arch, &bench_args),
     }
 }

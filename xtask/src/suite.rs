@@ -111,6 +111,7 @@ pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
     check_images(&images)?;
     if !options.gpu_only {
         host_tests(sh)?;
+        crate::out_of_tree::check(sh, gpus)?;
     }
     let (loader, suite) = build_host_binaries(sh)?;
     let mut failed = Vec::new();
@@ -231,6 +232,7 @@ pub fn bundle(sh: &Shell, out: &Path, gpu_arch: Option<String>, max_size: Option
         &BuildOptions { targets: GpuTarget::ALL.to_vec(), gpu_arch, release: true, programs: Vec::new() },
     )?;
     check_images(&images)?;
+    crate::out_of_tree::check(sh, Gpus::detect())?;
     let (loader, suite) = build_host_binaries(sh)?;
     if out.exists() {
         std::fs::remove_dir_all(out).with_context(|| format!("cannot replace {}", out.display()))?;
@@ -245,9 +247,12 @@ pub fn bundle(sh: &Shell, out: &Path, gpu_arch: Option<String>, max_size: Option
         let Some(dir) = images.iter().find(|i| i.target == target).and_then(|i| i.path.parent()) else { continue };
         let dest = out.join("images").join(target.name());
         std::fs::create_dir_all(&dest)?;
-        for entry in std::fs::read_dir(dir)? {
-            let path = entry?.path();
-            std::fs::copy(&path, dest.join(path.file_name().expect("a file")))?;
+        // The suite's programs, and the crate built from outside the repository (`out_of_tree`).
+        for dir in [dir, &crate::out_of_tree::out_dir(target)] {
+            for entry in std::fs::read_dir(dir)? {
+                let path = entry?.path();
+                std::fs::copy(&path, dest.join(path.file_name().expect("a file")))?;
+            }
         }
     }
     for (name, text) in [("run-tests", RUN_TESTS), ("bench", BENCH)] {
