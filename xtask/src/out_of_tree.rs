@@ -230,6 +230,17 @@ mod tests {
         assert!(marked_block("<!-- checked: a -->\n```\nopen\n", "a").is_err());
     }
 
+    /// The README's first example is the real program that its first command runs.
+    #[test]
+    fn the_readme_shows_the_hello_program() {
+        let root = crate::project_root();
+        let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+        let hello = std::fs::read_to_string(root.join("tests/programs/hello/src/main.rs")).unwrap();
+        let start = readme.find("```rust\n").expect("a Rust example in the README") + "```rust\n".len();
+        let example = &readme[start..start + readme[start..].find("```").unwrap()];
+        assert_eq!(example, hello);
+    }
+
     #[test]
     fn the_page_has_the_crate_and_its_output() {
         let page = std::fs::read_to_string(crate::project_root().join(PAGE)).unwrap();
