@@ -23,7 +23,7 @@
 //! What a program gets, on NVIDIA (`nvptx64`) and AMD (`amdgcn`) alike, with no `#[cfg]`:
 //!
 //! - entry point, constructors and destructors: [`main`], [`constructor`], [`destructor`], all on plain functions;
-//! - [`env`]: arguments and environment as `&'static str`, with `_os` variants for bytes that are not UTF-8;
+//! - [`env`](mod@env): arguments and environment as `&'static str`, with `_os` variants for bytes that are not UTF-8;
 //! - [`thread`], [`block`], [`grid`]: where the calling thread is, and the launch's shape; [`time`]: the device
 //!   clock;
 //! - [`print!`], [`println!`], [`eprint!`], [`eprintln!`]: each call reaches the host whole, never interleaved with
