@@ -2,7 +2,7 @@
 //! it there. It writes, in the crate's folder:
 //!
 //! - `rust-toolchain.toml`: the project's nightly and components ([`toolchain`]);
-//! - `.cargo/nvptx64-gpu-startup.json` and `.cargo/amdgcn-gpu-startup.json`: target specs that allow executables,
+//! - in `.cargo`, `nvptx64-gpu-startup.json` and `amdgcn-gpu-startup.json`: target specs that allow executables,
 //!   derived from that toolchain's own ([`crate::target::spec`]);
 //! - `.cargo/config.toml`: the default target, `build-std`, the linker, the runner, the architectures and the
 //!   profiles GPU builds need ([`config`]).

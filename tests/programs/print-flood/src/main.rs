@@ -1,6 +1,6 @@
 //! Every thread of a grid 16 times larger than an H200 holds at once (132 SMs x 2048 threads x 16) prints one line
-//! with its own number; the suite checks that every line arrives whole, once. LLVM libc's first design, a single
-//! kernel with a global barrier, would deadlock on a grid this large.
+//! with its own number; the suite checks that every line arrives whole, once. LLVM libc's first design, one kernel
+//! whose threads meet at a global barrier, would deadlock on a grid this large.
 #![no_std]
 #![no_main]
 
