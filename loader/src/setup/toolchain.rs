@@ -10,6 +10,9 @@ use toml_edit::{Array, DocumentMut, Item, Value};
 /// This repository's toolchain file.
 const PROJECT_TOOLCHAIN: &str = include_str!("../../../rust-toolchain.toml");
 
+/// How a toolchain file this command wrote starts: its pin is the tools', to update when they pin another.
+const WRITTEN_BY_INIT: &str = "# The nightly that builds this crate for the GPU (written by `cargo gpu-startup init`)";
+
 /// A pinned toolchain: its channel and the components the GPU build needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pin {
@@ -41,7 +44,7 @@ impl Pin {
     pub fn file(&self) -> String {
         let components: Vec<String> = self.components.iter().map(|c| format!("{c:?}")).collect();
         format!(
-            "# The nightly that builds this crate for the GPU (written by `cargo gpu-startup init`): `-Zbuild-std` builds\n\
+            "{WRITTEN_BY_INIT}: `-Zbuild-std` builds\n\
              # `core` from `rust-src`, and gpu-bitcode-linker runs `llvm-link`, `opt` and `llc` from `llvm-tools`.\n\
              [toolchain]\n\
              channel = {:?}\n\
@@ -53,8 +56,9 @@ impl Pin {
         )
     }
 
-    /// The crate's toolchain file with this pin: a fresh one, or `existing` with the missing components added. An
-    /// existing file that pins another toolchain is refused, naming both.
+    /// The crate's toolchain file with this pin: a fresh one, or `existing` with the missing components added (and,
+    /// in a file this command wrote, an older pin replaced). An existing file of the user's that pins another
+    /// toolchain is refused, naming both.
     pub fn merged_file(&self, existing: Option<&str>, path: &Path) -> Result<String> {
         let Some(existing) = existing else { return Ok(self.file()) };
         let mut document: DocumentMut = existing
@@ -76,6 +80,9 @@ impl Pin {
         }
         match toolchain.get("channel").and_then(Item::as_str) {
             Some(channel) if channel == self.channel => {}
+            Some(_) if existing.starts_with(WRITTEN_BY_INIT) => {
+                toolchain.insert("channel", Item::Value(self.channel.as_str().into()));
+            }
             Some(channel) => return Err(refuse(&format!("`{channel}`"))),
             None => return Err(refuse("no channel")),
         }
@@ -167,6 +174,13 @@ mod tests {
         );
         assert_eq!(pin().merged_file(Some(&merged), path).unwrap(), merged);
         assert_eq!(pin().merged_file(None, path).unwrap(), pin().file());
+    }
+
+    #[test]
+    fn a_file_this_command_wrote_follows_the_tools_pin() {
+        let path = Path::new("rust-toolchain.toml");
+        let older = Pin { channel: "nightly-2026-01-01".into(), ..pin() }.file();
+        assert_eq!(pin().merged_file(Some(&older), path).unwrap(), pin().file());
     }
 
     #[test]
