@@ -1,4 +1,5 @@
-//! The calling thread's block (CUDA's thread block, AMD's work-group): where it is in the grid and its shape.
+//! The calling thread's block (CUDA's thread block, AMD's work-group): where it is in the grid and its shape. In a
+//! constructor or destructor, which run on one thread in a kernel of their own, that is block 0 of one thread.
 
 use crate::arch;
 

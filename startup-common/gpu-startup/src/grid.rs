@@ -1,4 +1,7 @@
 //! The whole launch: how many blocks, and threads in all.
+//!
+//! Constructors and destructors run in kernels of their own, on one thread: there the grid is one block of one
+//! thread.
 
 use crate::arch;
 
