@@ -96,10 +96,15 @@ fn build_target(
     let setup = GpuSetup::prepare(target, arch)?;
     let tools = linker.parent().context("the linker's folder")?;
     let started = std::time::Instant::now();
+    let selection: Vec<String> = if options.programs.is_empty() {
+        vec!["--workspace".to_owned()]
+    } else {
+        options.programs.iter().flat_map(|p| ["--package".to_owned(), p.clone()]).collect()
+    };
     let artifacts = setup.build(
         sh,
         &root.join("tests/programs/Cargo.toml"),
-        &options.programs,
+        &selection,
         release,
         &root.join("target/gpu-cargo").join(arch),
         tools,

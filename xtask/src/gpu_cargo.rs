@@ -42,24 +42,19 @@ impl GpuSetup {
         Ok(Self { target, arch: arch.to_owned(), config, spec: dir.join(config::spec_path(target)) })
     }
 
-    /// Builds `packages` (all of the workspace when empty) of the crate or workspace at `manifest` into
-    /// `target_dir`; returns the GPU images cargo made. `tools` holds `gpu-bitcode-linker`.
+    /// Builds the crate at `manifest`, or what `selection` (cargo's `--workspace`, `--package NAME`...) selects of
+    /// its workspace, into `target_dir`; returns the GPU images cargo made. `tools` holds `gpu-bitcode-linker`.
     pub fn build(
         &self,
         sh: &Shell,
         manifest: &Path,
-        packages: &[String],
+        selection: &[String],
         release: bool,
         target_dir: &Path,
         tools: &Path,
     ) -> Result<Vec<Artifact>> {
         let profile = if release { "release" } else { "dev" };
         let (config, spec) = (&self.config, &self.spec);
-        let packages: Vec<String> = if packages.is_empty() {
-            vec!["--workspace".to_owned()]
-        } else {
-            packages.iter().flat_map(|p| ["--package".to_owned(), p.clone()]).collect()
-        };
         let path = std::env::join_paths(
             std::iter::once(tools.to_owned())
                 .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
@@ -67,7 +62,7 @@ impl GpuSetup {
         let messages = cmd!(
             sh,
             "cargo build --quiet --manifest-path {manifest} --config {config} --target {spec} --profile {profile}
-             --target-dir {target_dir} --message-format=json-render-diagnostics {packages...}"
+             --target-dir {target_dir} --message-format=json-render-diagnostics {selection...}"
         )
         .env("PATH", path)
         .read()
