@@ -18,9 +18,12 @@ pub mod error;
 pub mod hsa;
 pub mod image;
 pub mod launch;
+pub mod linker;
 pub mod run;
 pub mod server;
+pub mod setup;
 pub mod status;
+pub mod target;
 
 pub use error::LoaderError;
 pub use run::{RunOptions, RunReport, install_signal_handlers, run};

@@ -1,9 +1,9 @@
 //! The GPU startup for AMD GPUs (`amdgcn-amd-amdhsa`, wave64: CDNA such as gfx90a and gfx942): the three kernels in
 //! the AMDGPU spelling, and the intrinsics behind [`startup_common::Gpu`]. Everything else is in `startup-common`.
 //!
-//! Programs link it by depending on it (`use startup_amdgpu as _;`) and building a `cdylib` for
-//! `amdgcn-amd-amdhsa`; the linker gathers `.init_array.N`/`.fini_array.N` and provides their bounds. On any other
-//! target the crate is empty, so the workspace builds and tests on the host.
+//! Programs get it through `gpu-startup`, which depends on it when building for amdgcn; the linker gathers
+//! `.init_array.N`/`.fini_array.N` and provides their bounds. On any other target the crate is empty, so the
+//! workspace builds and tests on the host.
 #![no_std]
 #![cfg_attr(target_arch = "amdgpu", allow(internal_features))]
 #![cfg_attr(

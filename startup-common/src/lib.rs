@@ -8,23 +8,10 @@
 //! The crate is `no_std` and builds on the host too, where [`gpu::HostThread`] stands in for a GPU lane, so its logic
 //! is tested with `cargo test`, under loom and under Miri.
 //!
-//! # Writing a program
-//! ```ignore
-//! #![no_std]
-#![feature(c_variadic)]
-//! use startup_common::{println, Args};
-//! #[cfg(target_arch = "nvptx64")]
-//! use startup_nvptx as _;
-//! #[cfg(target_arch = "amdgpu")]
-//! use startup_amdgpu as _;
-//!
-//! #[unsafe(no_mangle)]
-//! pub extern "C" fn main(argc: i32, argv: *mut *mut core::ffi::c_char, _envp: *mut *mut core::ffi::c_char) -> i32 {
-//!     println!("hello from the GPU");
-//!     0
-//! }
-//! ```
+//! Programs do not use this crate directly: they depend on `gpu-startup` (in `gpu-startup/` here), which picks the
+//! target crate and gives them a safe API over this one.
 #![no_std]
+#![feature(c_variadic)]
 
 #[cfg(any(test, feature = "host"))]
 extern crate std;
@@ -42,39 +29,6 @@ pub use abi::{FiniCallback, InitCallback};
 pub use gpu::{Gpu, ThreadIds};
 pub use startup::{CallbackArrays, MainFn, Runtime};
 
-/// Ends the program with `status` after running the `atexit` handlers and destructors; C's `exit`.
-#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
-pub fn exit(status: i32) -> ! {
-    unsafe extern "C" {
-        #[link_name = "exit"]
-        fn c_exit(status: core::ffi::c_int) -> !;
-    }
-    // SAFETY: `target_runtime!` defines `exit` with exactly this prototype in every program.
-    unsafe { c_exit(status) }
-}
-
-/// Ends the program abnormally without running any handler; C's `abort`. The loader exits with 134.
-#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
-pub fn abort() -> ! {
-    unsafe extern "C" {
-        #[link_name = "abort"]
-        fn c_abort() -> !;
-    }
-    // SAFETY: `target_runtime!` defines `abort` with exactly this prototype in every program.
-    unsafe { c_abort() }
-}
-
-/// Registers `handler` to run at exit, before the handlers registered earlier; `false` when the registry is full.
-#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
-pub fn atexit(handler: FiniCallback) -> bool {
-    unsafe extern "C" {
-        #[link_name = "atexit"]
-        fn c_atexit(handler: FiniCallback) -> core::ffi::c_int;
-    }
-    // SAFETY: `target_runtime!` defines `atexit` with exactly this prototype in every program.
-    unsafe { c_atexit(handler) == 0 }
-}
-
 /// Defines, in a target crate, the program's one [`Runtime`] and the C-linkage functions every program gets:
 /// `exit`, `abort`, `atexit`, `puts`, `fputs`/`fwrite` on `stdout` and `stderr`, the `printf` family ([`printf`]),
 /// and the hook behind [`print!`]. With the target crate's `panic-handler` feature, also the panic handler. The
@@ -85,7 +39,7 @@ pub fn atexit(handler: FiniCallback) -> bool {
 #[macro_export]
 macro_rules! target_runtime {
     ($gpu:ty) => {
-        /// The processor this crate targets, for programs that want its lane and thread intrinsics.
+        /// The processor this crate targets: `gpu-startup` reads thread ids, lanes and the clock through it.
         pub type Target = $gpu;
 
         /// The program's runtime state, shared by all its kernels.
@@ -106,7 +60,7 @@ macro_rules! target_runtime {
         /// C's `atexit`: 0 on success, non-zero when the registry is full.
         #[unsafe(no_mangle)]
         pub extern "C" fn atexit(handler: $crate::FiniCallback) -> ::core::ffi::c_int {
-            if RUNTIME.atexit(handler) { 0 } else { -1 }
+            if RUNTIME.atexit($crate::atexit::Handler::C(handler)).is_ok() { 0 } else { -1 }
         }
 
         /// C's `puts`: the string and a newline to stdout, as one line.

@@ -9,7 +9,7 @@ use core::ffi::{c_char, c_int};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicUsize, Ordering};
 
 use crate::abi::{BeginArgs, Control, EndArgs, FiniCallback, InitCallback, StartArgs, progress};
-use crate::atexit::AtExitRegistry;
+use crate::atexit::{AtExitRegistry, Handler, RegistryFull};
 use crate::gpu::Gpu;
 use crate::rpc;
 
@@ -29,6 +29,14 @@ pub struct Runtime<G: Gpu> {
     atexit: AtExitRegistry<ATEXIT_CAPACITY>,
     exiting: AtomicBool,
     control: AtomicPtr<Control>,
+    arguments: Arguments,
+}
+
+/// `main`'s arguments, kept by `_begin` for the whole program: the loader's arrays live until it ends.
+struct Arguments {
+    argc: AtomicUsize,
+    argv: AtomicPtr<*mut c_char>,
+    envp: AtomicPtr<*mut c_char>,
 }
 
 /// Where a target keeps its constructor and destructor arrays.
@@ -50,6 +58,11 @@ impl<G: Gpu> Runtime<G> {
             atexit: AtExitRegistry::new(),
             exiting: AtomicBool::new(false),
             control: AtomicPtr::new(core::ptr::null_mut()),
+            arguments: Arguments {
+                argc: AtomicUsize::new(0),
+                argv: AtomicPtr::new(core::ptr::null_mut()),
+                envp: AtomicPtr::new(core::ptr::null_mut()),
+            },
         }
     }
 
@@ -70,6 +83,11 @@ impl<G: Gpu> Runtime<G> {
         // SAFETY: the start of the kernel, after the reset, on every thread of the block (the only one).
         unsafe { self.client.prepare_block() };
         self.control.store(args.control, Ordering::Relaxed);
+        // Relaxed: the kernel boundary orders these before any other kernel reads them, and constructors run on this
+        // thread.
+        self.arguments.argc.store(usize::try_from(args.argc).unwrap_or(0), Ordering::Relaxed);
+        self.arguments.argv.store(args.argv, Ordering::Relaxed);
+        self.arguments.envp.store(args.envp, Ordering::Relaxed);
         // The loader may run a loaded program's kernels again (the benchmarks do): each `_begin` starts a new run.
         self.exiting.store(false, Ordering::Relaxed);
         self.atexit.clear();
@@ -77,7 +95,7 @@ impl<G: Gpu> Runtime<G> {
         // The destructors are registered first so that they run last: after every handler that a constructor or
         // `main` registers later, as C requires of `atexit` handlers versus static destructors.
         FINI_ARRAY.set(arrays.fini);
-        let registered = self.atexit.register(run_fini_array);
+        let registered = self.atexit.register(Handler::C(run_fini_array));
         debug_assert!(registered.is_ok(), "the empty registry has room for the destructor walk");
 
         for init in arrays.init {
@@ -121,10 +139,36 @@ impl<G: Gpu> Runtime<G> {
         self.exit(status)
     }
 
-    /// Registers `handler` to run at exit, before the handlers registered earlier. Returns `false` when the registry
-    /// is full, like C's `atexit` returning non-zero.
-    pub fn atexit(&self, handler: FiniCallback) -> bool {
-        self.atexit.register(handler).is_ok()
+    /// Registers `handler` to run at exit, before the handlers registered earlier. Fails when the registry is full,
+    /// where C's `atexit` returns non-zero.
+    pub fn atexit(&self, handler: Handler) -> Result<(), RegistryFull> {
+        self.atexit.register(handler)
+    }
+
+    /// The program's arguments, `argv[0]` (the image) first, as C strings; empty before `_begin` ran.
+    pub fn argv(&self) -> &'static [*mut c_char] {
+        let argv = self.arguments.argv.load(Ordering::Relaxed);
+        if argv.is_null() {
+            return &[];
+        }
+        // SAFETY: `_begin` stored the loader's array of `argc` pointers (`begin`'s contract), which lives as long as
+        // the program.
+        unsafe { core::slice::from_raw_parts(argv, self.arguments.argc.load(Ordering::Relaxed)) }
+    }
+
+    /// The program's environment, `NAME=value` C strings; empty before `_begin` ran.
+    pub fn envp(&self) -> &'static [*mut c_char] {
+        let envp = self.arguments.envp.load(Ordering::Relaxed);
+        if envp.is_null() {
+            return &[];
+        }
+        let mut len = 0;
+        // SAFETY: the loader's array ends with a null pointer (`begin`'s contract); every entry up to it is readable.
+        while !unsafe { envp.add(len).read() }.is_null() {
+            len += 1;
+        }
+        // SAFETY: the `len` entries before the null pointer, in an array that lives as long as the program.
+        unsafe { core::slice::from_raw_parts(envp, len) }
     }
 
     /// C's `exit`: runs the exit sequence once, however many threads call it, and ends the program with `status`.

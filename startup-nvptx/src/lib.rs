@@ -1,9 +1,9 @@
 //! The GPU startup for NVIDIA GPUs: the three kernels in PTX's spelling, and the intrinsics behind
 //! [`startup_common::Gpu`]. Everything else is in `startup-common`.
 //!
-//! Link it into a program by depending on it (`use startup_nvptx as _;`) and building for `nvptx64-nvidia-cuda`;
-//! `docs/abi.md` describes what the loader does around the kernels. On any other target the crate is empty, so the
-//! workspace builds and tests on the host.
+//! Programs get it through `gpu-startup`, which depends on it when building for nvptx64; `docs/abi.md` describes
+//! what the loader does around the kernels. On any other target the crate is empty, so the workspace builds and
+//! tests on the host.
 #![no_std]
 #![cfg_attr(
     target_arch = "nvptx64",

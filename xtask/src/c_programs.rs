@@ -175,7 +175,7 @@ pub fn clang_flags(target: GpuTarget, arch: &str) -> Result<Vec<String>> {
     match target {
         GpuTarget::Nvptx => {
             // Without a CUDA installation clang assumes PTX 4.2, too old for any arch the startup supports.
-            let ptx = crate::linker::min_ptx_version(arch)?;
+            let ptx = gpu_loader::linker::min_ptx_version(arch)?;
             flags.extend([format!("-march={arch}"), "-Xclang".into(), "-target-feature".into()]);
             flags.extend(["-Xclang".into(), format!("+ptx{ptx}")]);
         }
@@ -198,7 +198,7 @@ fn compile(
     build
         .compiler(clang)
         .target(target.triple())
-        .host(crate::linker::host_triple())
+        .host(gpu_loader::linker::host_triple())
         .opt_level(if release { 3 } else { 1 })
         .debug(false)
         .pic(false)
@@ -215,7 +215,11 @@ fn compile(
     let objects = build.try_compile_intermediates().map_err(|error| anyhow::anyhow!("{error}"))?;
     for object in &objects {
         let bytes = std::fs::read(object).with_context(|| format!("cannot read {}", object.display()))?;
-        ensure!(crate::linker::is_bitcode(&bytes), "{} is not LLVM bitcode (was -flto dropped?)", object.display());
+        ensure!(
+            gpu_loader::linker::is_bitcode(&bytes),
+            "{} is not LLVM bitcode (was -flto dropped?)",
+            object.display()
+        );
     }
     Ok(objects)
 }

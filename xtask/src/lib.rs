@@ -1,11 +1,12 @@
 //! The project's automation, as a library so that its pieces are tested with `cargo test -p xtask`.
-//! `src/main.rs` is the `cargo xtask` command line; `src/bin/gpu-bitcode-linker.rs` is the nvptx linker.
+//! `src/main.rs` is the `cargo xtask` command line.
 
 pub mod bindgen;
 pub mod build;
 pub mod c_programs;
 pub mod fuzz;
-pub mod linker;
+pub mod gpu_cargo;
+pub mod out_of_tree;
 pub mod suite;
 #[cfg(test)]
 mod tidy;

@@ -20,8 +20,11 @@ enum Command {
     Build(BuildArgs),
     /// Build everything, run the host tests and static image checks, then the GPU suite on every GPU found.
     Test(TestArgs),
-    /// Build one GPU program from tests/programs and run it with gpu-loader on this machine's GPU.
+    /// Build one GPU program (from tests/programs, or any crate's folder) and run it with gpu-loader on this machine's
+    /// GPU.
     Run(RunArgs),
+    /// Make a crate outside the repository from docs/your-own-crate.md, set it up, build and check it (part of `test`).
+    OutOfTree,
     /// Make a self-contained folder that runs the GPU suite on an x86-64 Linux GPU machine without Rust.
     Bundle {
         /// Where to put it.
@@ -85,7 +88,7 @@ struct TestArgs {
 
 #[derive(Args)]
 struct RunArgs {
-    /// The program: a folder of tests/programs (e.g. hello).
+    /// The program: a folder of tests/programs (e.g. hello), or the path of a crate.
     program: String,
     /// GPU architecture to build for (default: this machine's).
     #[arg(long)]
@@ -145,6 +148,10 @@ fn run(cli: Cli) -> Result<()> {
             std::process::exit(code)
         }
         Command::Bundle { out, gpu_arch, max_size } => xtask::suite::bundle(&sh, &out, gpu_arch, max_size),
+        Command::OutOfTree => {
+            xtask::suite::build_host_binaries(&sh)?;
+            xtask::out_of_tree::check(&sh, xtask::suite::Gpus::detect()).map(drop)
+        }
         Command::Bench { gpu_arch, bench_args } => xtask::suite::bench(&sh, gpu_arch, &bench_args),
     }
 }

@@ -126,6 +126,7 @@ pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
     check_images(&images)?;
     if !options.gpu_only {
         host_tests(sh)?;
+        crate::out_of_tree::check(sh, gpus)?;
     }
     let (loader, suite) = build_host_binaries(sh)?;
     let mut failed = Vec::new();
@@ -195,25 +196,36 @@ fn target_names(targets: &[GpuTarget]) -> String {
     targets.iter().map(|t| t.name()).collect::<Vec<_>>().join(" or ")
 }
 
-/// `cargo xtask run PROGRAM [LOADER OPTIONS] [-- ARGS]`: builds one program for the GPU this machine has and runs
-/// it with gpu-loader; returns the loader's exit code.
+/// `cargo xtask run PROGRAM [LOADER OPTIONS] [-- ARGS]`: builds one program (a folder of tests/programs, or the
+/// path of any crate) for the GPU this machine has and runs it with gpu-loader; returns the loader's exit code.
 pub fn run(sh: &Shell, program: &str, gpu_arch: Option<String>, loader_args: &[String]) -> Result<i32> {
     let known = build::rust_programs()?;
-    if !known.iter().any(|p| p == program) {
-        bail!("no GPU program `{program}` in tests/programs (there are: {})", known.join(", "));
+    let crate_dir = Path::new(program);
+    if !known.iter().any(|p| p == program) && !crate_dir.join("Cargo.toml").is_file() {
+        bail!(
+            "`{program}` is neither a GPU program of tests/programs (there are: {}) nor a crate's folder",
+            known.join(", ")
+        );
     }
     let gpus = Gpus::detect();
     let target = if gpus.amd && !gpus.nvidia { GpuTarget::Amdgpu } else { GpuTarget::Nvptx };
-    let images = build::build(
-        sh,
-        &BuildOptions { targets: vec![target], gpu_arch, release: true, programs: vec![program.to_owned()] },
-    )?;
-    let image = images.into_iter().find(|i| i.program == program).context("the build produced no image")?;
+    let image = if known.iter().any(|p| p == program) {
+        let images = build::build(
+            sh,
+            &BuildOptions { targets: vec![target], gpu_arch, release: true, programs: vec![program.to_owned()] },
+        )?;
+        images.into_iter().find(|i| i.program == program).context("the build produced no image")?.path
+    } else {
+        crate::toolchain::ensure_device_toolchain(sh)?;
+        let linker = build::build_linker(sh)?;
+        let arch = build::arch_for(target, gpu_arch.as_deref(), true)?;
+        crate::gpu_cargo::build_crate(sh, crate_dir, target, &arch, linker.parent().context("the linker's folder")?)?
+    };
     if gpus.none() {
         eprintln!(
             "xtask: built {}; no GPU was found on this machine (no NVIDIA driver with a device, no /dev/kfd), so it \
              was not run",
-            image.path.display()
+            image.display()
         );
         return Ok(1);
     }
@@ -222,14 +234,12 @@ pub fn run(sh: &Shell, program: &str, gpu_arch: Option<String>, loader_args: &[S
         Some(split) => (&loader_args[..split], &loader_args[split + 1..]),
         None => (loader_args, &[][..]),
     };
-    let image_path = &image.path;
     let status = std::process::Command::new(&loader)
         .args(options)
-        .arg(image_path)
+        .arg(&image)
         .args(program_args)
         .status()
         .with_context(|| format!("cannot run {}", loader.display()))?;
-    let _ = sh;
     Ok(status.code().unwrap_or(1))
 }
 
@@ -241,6 +251,7 @@ pub fn bundle(sh: &Shell, out: &Path, gpu_arch: Option<String>, max_size: Option
         &BuildOptions { targets: GpuTarget::ALL.to_vec(), gpu_arch, release: true, programs: Vec::new() },
     )?;
     check_images(&images)?;
+    crate::out_of_tree::check(sh, Gpus::detect())?;
     let (loader, suite) = build_host_binaries(sh)?;
     if out.exists() {
         std::fs::remove_dir_all(out).with_context(|| format!("cannot replace {}", out.display()))?;
@@ -255,9 +266,12 @@ pub fn bundle(sh: &Shell, out: &Path, gpu_arch: Option<String>, max_size: Option
         let Some(dir) = images.iter().find(|i| i.target == target).and_then(|i| i.path.parent()) else { continue };
         let dest = out.join("images").join(target.name());
         std::fs::create_dir_all(&dest)?;
-        for entry in std::fs::read_dir(dir)? {
-            let path = entry?.path();
-            std::fs::copy(&path, dest.join(path.file_name().expect("a file")))?;
+        // The suite's programs, and the crate built from outside the repository (`out_of_tree`).
+        for dir in [dir, &crate::out_of_tree::out_dir(target)] {
+            for entry in std::fs::read_dir(dir)? {
+                let path = entry?.path();
+                std::fs::copy(&path, dest.join(path.file_name().expect("a file")))?;
+            }
         }
     }
     for (name, text) in [("run-tests", RUN_TESTS), ("bench", BENCH)] {

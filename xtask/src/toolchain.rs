@@ -44,14 +44,11 @@ fn component_present(sysroot: &std::path::Path, component: &str) -> bool {
 
 /// Where `llvm-tools` puts `llvm-link`, `opt`, `llc` and friends.
 pub fn llvm_tools_dir(sysroot: &std::path::Path) -> PathBuf {
-    sysroot.join("lib/rustlib").join(crate::linker::host_triple()).join("bin")
+    sysroot.join("lib/rustlib").join(gpu_loader::linker::host_triple()).join("bin")
 }
 
 /// Finds a program on `PATH`.
-pub fn find_program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| candidate.is_file())
-}
+pub use gpu_loader::setup::find_on_path as find_program;
 
 /// Installs a rustup component of the pinned toolchain if it is missing (for example `miri`).
 pub fn ensure_component(sh: &Shell, component: &str) -> Result<()> {

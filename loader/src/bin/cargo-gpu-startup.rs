@@ -1,0 +1,95 @@
+//! `cargo gpu-startup init [PATH]`: sets a crate up so that `cargo build` builds it for the GPU and `cargo run` runs
+//! it there (`gpu_loader::setup`). Cargo runs it as `cargo-gpu-startup gpu-startup init ...`; run directly, the
+//! `gpu-startup` word may be left out.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use gpu_loader::setup::{self, FileChange, InitOptions};
+use gpu_loader::target::GpuTarget;
+
+#[derive(Parser)]
+#[command(name = "cargo gpu-startup", bin_name = "cargo gpu-startup", version)]
+#[command(about = "Set a crate up to build and run on the GPU with cargo")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write rust-toolchain.toml, .cargo/config.toml and the GPU target specs into a crate (again: updates them).
+    Init {
+        /// What `cargo build` builds for: nvptx or amdgpu (default: what the config says, else this machine's GPU).
+        #[arg(long, value_parser = parse_target)]
+        target: Option<GpuTarget>,
+        /// GPU architecture: sm_90, gfx90a, ... (default: what the config says, else this machine's GPU's, else
+        /// sm_90 / gfx90a).
+        #[arg(long, value_name = "ARCH")]
+        gpu_arch: Option<String>,
+        /// The crate's folder.
+        #[arg(default_value = ".")]
+        path: PathBuf,
+    },
+}
+
+fn parse_target(text: &str) -> Result<GpuTarget, String> {
+    text.parse()
+}
+
+fn main() -> ExitCode {
+    let mut args: Vec<_> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|arg| arg == "gpu-startup") {
+        args.remove(1);
+    }
+    let Command::Init { target, gpu_arch, path } = Cli::parse_from(args).command;
+    match setup::init(&InitOptions { dir: path.clone(), target, gpu_arch }) {
+        Ok(done) => {
+            report(&path, &done);
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("cargo-gpu-startup: {}", format!("{error:#}").replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn report(dir: &Path, done: &setup::Setup) {
+    let plan = &done.plan;
+    let arch = |target: GpuTarget| &plan.archs[GpuTarget::ALL.iter().position(|&t| t == target).expect("a target")];
+    let other = GpuTarget::ALL.into_iter().find(|&t| t != plan.default_target).expect("two targets");
+    println!(
+        "cargo-gpu-startup: {} builds for {} ({}); for {} ({}) add `--target {}`",
+        dir.canonicalize().unwrap_or_else(|_| dir.to_owned()).display(),
+        plan.default_target,
+        arch(plan.default_target),
+        other,
+        arch(other),
+        setup::config::spec_path(other)
+    );
+    for (file, change) in &done.files {
+        let change = match change {
+            FileChange::Created => "created",
+            FileChange::Updated => "updated",
+            FileChange::Unchanged => "unchanged",
+        };
+        println!("  {change:9} {}", file.display());
+    }
+    if !done.has_dependency {
+        match setup::gpu_startup_source() {
+            Some(source) => println!("next: add the dependency: cargo add gpu-startup --path {}", source.display()),
+            None => println!("next: add the dependency gpu-startup to Cargo.toml"),
+        }
+    }
+    if !done.missing_tools.is_empty() {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let install = match source.join("Cargo.toml").is_file() {
+            true => format!("`cargo install --locked --path {}`", source.display()),
+            false => "`cargo install --locked --path loader` in the gpu-startup repository".to_owned(),
+        };
+        println!("note: {} not on PATH: install the host tools with {install}", done.missing_tools.join(" and "));
+    }
+    println!("then: cargo build, and on a GPU machine cargo run -- ARGS");
+}

@@ -1,0 +1,22 @@
+//! The nvptx linker rustc calls for linker flavor `llbc`, standing in for rustup's `llvm-bitcode-linker` component
+//! (not installable for this toolchain, see `docs/architecture.md`).
+//!
+//! It takes exactly what rustc passes:
+//! `--export-symbol NAME ... INPUTS... -L DIR --target TRIPLE --target-cpu CPU --target-feature=FEATURES -o OUT -O3 [--debug]`
+//! where inputs are bitcode objects or archives (rlibs, staticlibs) holding bitcode. It pulls the bitcode out, links
+//! it with `llvm-link`, internalizes everything but the exported symbols and the globals the loader reads, optimizes
+//! with `opt`, and writes PTX with `llc`. The LLVM tools come from the toolchain's `llvm-tools` component (found next
+//! to the `-L <sysroot>/lib/rustlib/...` directory rustc passes), or from `$GPU_LLVM_TOOLS_DIR`.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match gpu_loader::linker::LinkRequest::parse(&args).and_then(|request| request.link()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("gpu-bitcode-linker: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,352 @@
+//! The nvptx bitcode linker: what rustc runs to link every nvptx image (linker flavor `llbc`), standing in for
+//! rustup's `llvm-bitcode-linker` component, which cannot be installed for the pinned toolchain.
+//! `src/bin/gpu-bitcode-linker.rs` is its command-line shell; `cargo xtask` links the C programs with it too.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+/// Globals that must survive internalization even when rustc does not export them: the loader reads or writes
+/// them by name (see `docs/abi.md`).
+const LOADER_VISIBLE_PREFIXES: &[&str] = &["__init_array_", "__fini_array_"];
+const LOADER_VISIBLE_NAMES: &[&str] = &["_begin", "_start", "_end"];
+
+/// One invocation, as rustc spells it for linker flavor `llbc`.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct LinkRequest {
+    pub exports: Vec<String>,
+    pub inputs: Vec<PathBuf>,
+    pub search_dirs: Vec<PathBuf>,
+    pub target: Option<String>,
+    pub target_cpu: Option<String>,
+    pub target_features: Option<String>,
+    pub output: PathBuf,
+    pub opt_level: char,
+}
+
+impl LinkRequest {
+    /// Parses rustc's arguments. Anything unexpected is an error rather than silently ignored: a changed rustc
+    /// interface must be noticed.
+    pub fn parse(args: &[String]) -> Result<Self> {
+        let mut request = LinkRequest { opt_level: '3', ..Default::default() };
+        let mut output = None;
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            let mut value = |flag: &str| args.next().cloned().with_context(|| format!("`{flag}` needs a value"));
+            match arg.as_str() {
+                "--export-symbol" => request.exports.push(value(arg)?),
+                "-L" => request.search_dirs.push(value(arg)?.into()),
+                "--target" => request.target = Some(value(arg)?),
+                "--target-cpu" => request.target_cpu = Some(value(arg)?),
+                "-o" => output = Some(PathBuf::from(value(arg)?)),
+                "--debug" => {}
+                _ if arg.starts_with("--target-feature=") => {
+                    request.target_features = Some(arg["--target-feature=".len()..].to_owned())
+                }
+                _ if arg.starts_with("-O") && arg.len() == 3 => {
+                    let level = arg.as_bytes()[2] as char;
+                    if !matches!(level, '0' | '1' | '2' | '3' | 's' | 'z') {
+                        bail!("unknown optimization level `{arg}`");
+                    }
+                    request.opt_level = level;
+                }
+                _ if arg.starts_with('-') => bail!("unknown option `{arg}`"),
+                _ => request.inputs.push(arg.into()),
+            }
+        }
+        request.output = output.context("no output file given (`-o`)")?;
+        if request.inputs.is_empty() {
+            bail!("no input files");
+        }
+        Ok(request)
+    }
+
+    /// Links the inputs into PTX at `self.output`.
+    pub fn link(&self) -> Result<()> {
+        let tools = LlvmTools::locate(&self.search_dirs)?;
+        let work = tempdir_for(&self.output)?;
+        let result = self.link_in(&tools, &work);
+        let _ = std::fs::remove_dir_all(&work);
+        result
+    }
+
+    fn link_in(&self, tools: &LlvmTools, work: &Path) -> Result<()> {
+        let bitcode = extract_bitcode(&self.inputs, work)?;
+        if bitcode.is_empty() {
+            bail!("no LLVM bitcode in the inputs");
+        }
+        let linked = work.join("linked.bc");
+        let mut link = tools.command("llvm-link");
+        link.arg("-o").arg(&linked);
+        // Every module is linked whole; internalizing and `globaldce` then drop what nothing exported reaches, which
+        // is what a linker's archive-member selection would have saved.
+        link.args(&bitcode);
+        run(link)?;
+
+        let keep = self.symbols_to_keep(tools, &linked)?;
+        let optimized = work.join("optimized.bc");
+        let mut opt = tools.command("opt");
+        opt.arg(format!("--internalize-public-api-list={}", keep.join(",")))
+            .arg(format!("-passes=internalize,globaldce,default<O{}>", self.opt_level))
+            .arg(&linked)
+            .arg("-o")
+            .arg(&optimized);
+        if let Some(triple) = &self.target {
+            opt.arg(format!("-mtriple={triple}"));
+        }
+        run(opt)?;
+
+        let mut llc = tools.command("llc");
+        llc.arg(&optimized).arg("-o").arg(&self.output).arg(format!("-O{}", llc_level(self.opt_level)));
+        // C constructors (`llvm.global_ctors`) become `__init_array_object_*` globals, which the loader gathers; llc
+        // would also add weak kernels `nvptx$device$init`/`fini` that call them with no arguments. The startup's
+        // `_begin` runs them instead, with `main`'s arguments, so those kernels are left out.
+        llc.arg("--nvptx-emit-init-fini-kernel=false");
+        if let Some(cpu) = &self.target_cpu {
+            llc.arg(format!("-mcpu={cpu}"));
+        }
+        if let Some(features) = &self.target_features {
+            let features = effective_features(features, self.target_cpu.as_deref());
+            if !features.is_empty() {
+                llc.arg(format!("-mattr={features}"));
+            }
+        }
+        run(llc)
+    }
+
+    /// The exported symbols plus every defined global the loader finds by name.
+    fn symbols_to_keep(&self, tools: &LlvmTools, linked: &Path) -> Result<Vec<String>> {
+        let mut keep = self.exports.clone();
+        keep.extend(LOADER_VISIBLE_NAMES.iter().map(|name| name.to_string()));
+        let mut nm = tools.command("llvm-nm");
+        nm.arg("--defined-only").arg("--format=just-symbols").arg(linked);
+        let listing = output_of(nm)?;
+        keep.extend(
+            listing
+                .lines()
+                .map(str::trim)
+                .filter(|name| LOADER_VISIBLE_PREFIXES.iter().any(|prefix| name.starts_with(prefix)))
+                .map(str::to_owned),
+        );
+        keep.sort();
+        keep.dedup();
+        Ok(keep)
+    }
+}
+
+fn sm_number(digits: &str) -> Option<u32> {
+    digits.trim_end_matches(['a', 'f']).parse().ok()
+}
+
+/// The lowest PTX ISA version (times ten) that supports `arch`, from the PTX ISA manual's target table.
+pub fn min_ptx_version(arch: &str) -> Result<u32> {
+    let sm = arch.strip_prefix("sm_").and_then(sm_number).with_context(|| format!("not an NVIDIA arch: {arch}"))?;
+    Ok(match sm {
+        0..=69 => bail!("{arch} is too old: the startup needs sm_70 or later (independent thread scheduling)"),
+        70..=72 => 60,
+        73..=75 => 63,
+        76..=80 => 70,
+        81..=86 => 71,
+        87 => 74,
+        88..=89 => 78,
+        90..=99 => 78,
+        100..=101 => 86,
+        _ => 87,
+    })
+}
+
+/// rustc passes `+ptx70` (its default) whatever the CPU; a CPU newer than that ISA needs a newer one. Drops PTX
+/// versions below the CPU's minimum, so llc picks the minimum itself; keeps every other feature.
+fn effective_features(features: &str, cpu: Option<&str>) -> String {
+    let minimum = cpu.and_then(|cpu| min_ptx_version(cpu).ok()).unwrap_or(0);
+    features
+        .split(',')
+        .filter(|feature| match feature.strip_prefix("+ptx").and_then(|v| v.parse::<u32>().ok()) {
+            Some(version) => version >= minimum,
+            None => !feature.is_empty(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn llc_level(opt_level: char) -> char {
+    match opt_level {
+        's' | 'z' => '2',
+        level => level,
+    }
+}
+
+/// Where the LLVM tools live.
+struct LlvmTools {
+    dir: PathBuf,
+}
+
+impl LlvmTools {
+    fn locate(search_dirs: &[PathBuf]) -> Result<Self> {
+        if let Some(dir) = std::env::var_os("GPU_LLVM_TOOLS_DIR") {
+            return Ok(Self { dir: dir.into() });
+        }
+        // rustc passes `-L <sysroot>/lib/rustlib/<target>/lib/self-contained`; the tools are in
+        // `<sysroot>/lib/rustlib/<host>/bin`.
+        for dir in search_dirs {
+            let Some(rustlib) = dir.ancestors().find(|a| a.file_name().is_some_and(|n| n == "rustlib")) else {
+                continue;
+            };
+            let candidate = rustlib.join(host_triple()).join("bin");
+            if candidate.join("llvm-link").exists() {
+                return Ok(Self { dir: candidate });
+            }
+        }
+        bail!(
+            "cannot find llvm-link, opt and llc: install them with `rustup component add llvm-tools` \
+             (or point GPU_LLVM_TOOLS_DIR at a directory holding them)"
+        )
+    }
+
+    fn command(&self, tool: &str) -> Command {
+        Command::new(self.dir.join(tool))
+    }
+}
+
+/// The triple this binary was built for, which is the host it runs on.
+pub fn host_triple() -> &'static str {
+    env!("GPU_LOADER_HOST_TRIPLE")
+}
+
+fn run(mut command: Command) -> Result<()> {
+    output_of(&mut command).map(drop)
+}
+
+fn output_of(mut command: impl std::borrow::BorrowMut<Command>) -> Result<String> {
+    let command = command.borrow_mut();
+    let program = command.get_program().to_owned();
+    let output = command.output().with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
+    if !output.status.success() {
+        bail!(
+            "{} failed ({}):\n{}",
+            Path::new(&program).file_name().unwrap_or(&OsString::new()).to_string_lossy(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim_end()
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn tempdir_for(output: &Path) -> Result<PathBuf> {
+    let parent = output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = output.file_name().unwrap_or_default().to_string_lossy();
+    let dir = parent.join(format!(".{name}.link-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// LLVM bitcode starts with `BC 0xC0DE`, or with the wrapper magic `0x0B17C0DE`.
+pub fn is_bitcode(data: &[u8]) -> bool {
+    data.starts_with(b"BC\xC0\xDE") || data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
+}
+
+/// Writes every bitcode module of the inputs' archives into `work`; returns the paths of all modules.
+fn extract_bitcode(inputs: &[PathBuf], work: &Path) -> Result<Vec<PathBuf>> {
+    let mut modules = Vec::new();
+    for (index, input) in inputs.iter().enumerate() {
+        let data = std::fs::read(input).with_context(|| format!("cannot read {}", input.display()))?;
+        if is_bitcode(&data) {
+            modules.push(input.clone());
+        } else if data.starts_with(b"!<arch>\n") {
+            let archive = object::read::archive::ArchiveFile::parse(&*data)
+                .with_context(|| format!("{} is not a valid archive", input.display()))?;
+            for (member_index, member) in archive.members().enumerate() {
+                let member = member.with_context(|| format!("bad member in {}", input.display()))?;
+                let bytes = member.data(&*data)?;
+                if !is_bitcode(bytes) {
+                    continue; // rlib metadata and the like
+                }
+                let path = work.join(format!("{index}-{member_index}.bc"));
+                std::fs::write(&path, bytes)?;
+                modules.push(path);
+            }
+        } else {
+            bail!("{} is neither LLVM bitcode nor an archive of it", input.display());
+        }
+    }
+    Ok(modules)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &str) -> Vec<String> {
+        args.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn parses_what_rustc_passes() {
+        let request = LinkRequest::parse(&strings(
+            "--export-symbol _begin --export-symbol main a.o libcore.rlib -L /x/raw-dylibs --target nvptx64-nvidia-cuda \
+             --target-cpu sm_90 --target-feature=+ptx78 -L /s/lib/rustlib/nvptx64-nvidia-cuda/lib/self-contained \
+             -o out.ptx -O3 --debug",
+        ))
+        .unwrap();
+        assert_eq!(request.exports, ["_begin", "main"]);
+        assert_eq!(request.inputs, [PathBuf::from("a.o"), PathBuf::from("libcore.rlib")]);
+        assert_eq!(request.target_cpu.as_deref(), Some("sm_90"));
+        assert_eq!(request.target_features.as_deref(), Some("+ptx78"));
+        assert_eq!(request.output, PathBuf::from("out.ptx"));
+        assert_eq!(request.opt_level, '3');
+        assert_eq!(request.search_dirs.len(), 2);
+    }
+
+    #[test]
+    fn rejects_unknown_flags_and_missing_parts() {
+        for (args, message) in [
+            ("a.o -o x --frobnicate", "unknown option `--frobnicate`"),
+            ("a.o", "no output file"),
+            ("-o x", "no input files"),
+            ("a.o -o", "`-o` needs a value"),
+            ("a.o -o x -O9", "unknown optimization level"),
+        ] {
+            let error = LinkRequest::parse(&strings(args)).unwrap_err().to_string();
+            assert!(error.contains(message), "{args}: {error}");
+        }
+    }
+
+    #[test]
+    fn ptx_versions_follow_the_isa_table() {
+        assert_eq!(min_ptx_version("sm_70").unwrap(), 60);
+        assert_eq!(min_ptx_version("sm_80").unwrap(), 70);
+        assert_eq!(min_ptx_version("sm_90").unwrap(), 78);
+        assert_eq!(min_ptx_version("sm_90a").unwrap(), 78);
+        assert!(min_ptx_version("sm_60").unwrap_err().to_string().contains("too old"));
+        assert!(min_ptx_version("gfx90a").is_err());
+    }
+
+    #[test]
+    fn ptx_features_below_the_cpu_minimum_are_dropped() {
+        assert_eq!(effective_features("+ptx70", Some("sm_90")), "");
+        assert_eq!(effective_features("+ptx70,+foo", Some("sm_90")), "+foo");
+        assert_eq!(effective_features("+ptx80", Some("sm_90")), "+ptx80");
+        assert_eq!(effective_features("+ptx70", Some("sm_70")), "+ptx70");
+    }
+
+    #[test]
+    fn recognizes_both_bitcode_magics() {
+        assert!(is_bitcode(b"BC\xC0\xDE\x35\x14"));
+        assert!(is_bitcode(&[0xDE, 0xC0, 0x17, 0x0B, 0, 0]));
+        assert!(!is_bitcode(b"\x7fELF"));
+        assert!(!is_bitcode(b"BC"));
+    }
+
+    #[test]
+    fn rejects_inputs_that_are_not_bitcode() {
+        let dir = std::env::temp_dir().join(format!("linker-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let input = dir.join("not-bitcode.o");
+        std::fs::write(&input, b"\x7fELF garbage").unwrap();
+        let error = extract_bitcode(&[input], &dir).unwrap_err().to_string();
+        assert!(error.contains("neither LLVM bitcode nor an archive"), "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,134 @@
+//! Run a Rust crate on the GPU as an ordinary program.
+//!
+//! A GPU program depends on this one crate, marks its entry point with [`#[gpu_startup::main]`](main), and runs
+//! with `cargo run` through `gpu-loader` (`docs/your-own-crate.md` sets a crate up with `cargo gpu-startup init`).
+//! Every thread of the grid runs `main`; the program's exit code is the OR of their results, or what
+//! [`process::exit`] was given first.
+//!
+//! ```no_run
+//! #![no_std]
+//! #![no_main]
+//!
+//! #[gpu_startup::main]
+//! fn main() -> i32 {
+//!     if gpu_startup::thread::is_first() {
+//!         for arg in gpu_startup::env::args() {
+//!             gpu_startup::println!("{arg}");
+//!         }
+//!     }
+//!     0
+//! }
+//! ```
+//!
+//! What a program gets, on NVIDIA (`nvptx64`) and AMD (`amdgcn`) alike, with no `#[cfg]`:
+//!
+//! - entry point, constructors and destructors: [`main`], [`constructor`], [`destructor`], all on plain functions;
+//! - [`env`](mod@env): arguments and environment as `&'static str`, with `_os` variants for bytes that are not UTF-8;
+//! - [`thread`], [`block`], [`grid`]: where the calling thread is, and the launch's shape; [`time`]: the device
+//!   clock;
+//! - [`print!`], [`println!`], [`eprint!`], [`eprintln!`]: each call reaches the host whole, never interleaved with
+//!   another thread's;
+//! - [`process`]: `exit`, `abort`, `atexit`;
+//! - a panic handler that prints the message with the thread and exits with 101 (feature `panic-handler`, on by
+//!   default);
+//! - [`rpc`]: the channel to the host underneath, for the runtime's own tests and new host services.
+//!
+//! The crate builds on the host too, where one host thread stands in for the grid: that is how its documentation
+//! and compile-error tests are checked.
+#![no_std]
+
+mod arch;
+pub mod block;
+pub mod env;
+pub mod grid;
+pub mod process;
+pub mod rpc;
+pub mod thread;
+pub mod time;
+
+/// Marks the program's entry point: every thread of the grid calls it, after the constructors.
+///
+/// The function is `fn main() -> i32` (the exit status; the program's is the OR over all threads) or `fn main()`
+/// (status 0); any name will do. The crate is `#![no_main]`: the attribute writes the C `main` the startup calls.
+/// Anything else is a compile error that names the expected signature:
+///
+/// ```compile_fail
+/// #![no_std]
+/// #![no_main]
+///
+/// #[gpu_startup::main]
+/// fn main(argc: i32) -> i32 { // error: `#[gpu_startup::main]` expects `fn main() -> i32` or `fn main()`, with no arguments
+///     argc
+/// }
+/// ```
+///
+/// ```no_run
+/// #![no_std]
+/// #![no_main]
+///
+/// #[gpu_startup::main]
+/// fn main() {
+///     gpu_startup::println!("thread {}", gpu_startup::thread::index());
+/// }
+/// ```
+pub use gpu_startup_macros::main;
+
+/// Registers a constructor: a plain `fn()` that runs once, on one thread, before any thread enters `main`.
+///
+/// `#[constructor(priority = N)]` orders them: lowest `N` first, from 0 to 65535; without a priority a constructor
+/// runs after every one that has one, as in C. Constructors can read [`env::args`] already.
+///
+/// ```no_run
+/// #![no_std]
+/// #![no_main]
+/// use core::sync::atomic::{AtomicU32, Ordering};
+///
+/// static TABLE_READY: AtomicU32 = AtomicU32::new(0);
+///
+/// #[gpu_startup::constructor(priority = 101)]
+/// fn fill_table() {
+///     TABLE_READY.store(1, Ordering::Relaxed);
+/// }
+///
+/// #[gpu_startup::main]
+/// fn main() -> i32 {
+///     if TABLE_READY.load(Ordering::Relaxed) == 1 { 0 } else { 1 }
+/// }
+/// ```
+pub use gpu_startup_macros::constructor;
+
+/// Registers a destructor: a plain `fn()` that runs once at exit, after every [`process::atexit`] handler, highest
+/// priority first (`#[destructor(priority = N)]`, 0 to 65535; without one it runs first).
+///
+/// ```no_run
+/// #![no_std]
+/// #![no_main]
+///
+/// #[gpu_startup::destructor(priority = 300)]
+/// fn report() {
+///     gpu_startup::println!("done");
+/// }
+///
+/// #[gpu_startup::main]
+/// fn main() {}
+/// ```
+pub use gpu_startup_macros::destructor;
+
+/// Prints to the program's stdout, like `std::print!`; one call arrives whole.
+pub use startup_common::print;
+
+/// Prints a line to the program's stdout, like `std::println!`; the line arrives whole.
+pub use startup_common::println;
+
+/// Prints to the program's stderr, like `std::eprint!`.
+pub use startup_common::eprint;
+
+/// Prints a line to the program's stderr, like `std::eprintln!`.
+pub use startup_common::eprintln;
+
+/// What the attributes' expansions name; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use core::ffi::{c_char, c_int};
+    pub use startup_common::{constructor, destructor};
+}

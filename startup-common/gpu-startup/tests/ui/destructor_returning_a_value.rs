@@ -1,0 +1,10 @@
+#![no_std]
+#![no_main]
+
+#[gpu_startup::destructor]
+fn teardown() -> i32 {
+    0
+}
+
+#[gpu_startup::main]
+fn main() {}

@@ -1,0 +1,7 @@
+#![no_std]
+#![no_main]
+
+#[gpu_startup::main]
+fn main() -> u8 {
+    0
+}

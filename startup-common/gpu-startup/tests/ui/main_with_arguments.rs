@@ -1,0 +1,7 @@
+#![no_std]
+#![no_main]
+
+#[gpu_startup::main]
+fn main(argc: i32) -> i32 {
+    argc
+}

@@ -1,0 +1,8 @@
+#![no_std]
+#![no_main]
+
+#[gpu_startup::constructor(priority = 70000)]
+fn setup() {}
+
+#[gpu_startup::main]
+fn main() {}

@@ -1,0 +1,152 @@
+//! Building a crate for the GPU the way any crate builds: with the target spec and the cargo settings that
+//! `cargo gpu-startup init` writes (`gpu_loader::setup`), made here under `target/gpu-setup/` instead of in the
+//! crate, and `gpu-bitcode-linker` found by name on `PATH`, as a user's build finds it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use gpu_loader::setup::config::{self, Config, Plan};
+use gpu_loader::setup::write_if_changed;
+use gpu_loader::target::{GpuTarget, spec};
+use xshell::{Shell, cmd};
+
+/// The cargo settings of a GPU build for one target and architecture: what `init` would write into a crate's
+/// `.cargo/`.
+#[derive(Clone, Debug)]
+pub struct GpuSetup {
+    pub target: GpuTarget,
+    pub arch: String,
+    /// `.cargo/config.toml`, passed to cargo with `--config`.
+    pub config: PathBuf,
+    /// The target spec, passed with `--target`.
+    pub spec: PathBuf,
+}
+
+impl GpuSetup {
+    /// Writes `target/gpu-setup/<target>-<arch>/.cargo/` (only the files that change, so cargo's fingerprints hold).
+    pub fn prepare(target: GpuTarget, arch: &str) -> Result<Self> {
+        let root = crate::project_root();
+        let dir = root.join("target/gpu-setup").join(format!("{target}-{arch}"));
+        for gpu in GpuTarget::ALL {
+            let mut rustc = Command::new("rustc");
+            rustc.current_dir(&root);
+            let text = spec::executable_spec(gpu, &spec::rustc_spec(rustc, gpu)?)?;
+            write_if_changed(&dir.join(config::spec_path(gpu)), &text)?;
+        }
+        let archs =
+            GpuTarget::ALL.map(|gpu| if gpu == target { arch.to_owned() } else { gpu.fallback_arch().to_owned() });
+        let plan = Plan { default_target: target, archs, replace_arch: [false; 2] };
+        let config = dir.join(".cargo/config.toml");
+        write_if_changed(&config, &Config::parse("", "config.toml")?.merge(&plan)?)?;
+        Ok(Self { target, arch: arch.to_owned(), config, spec: dir.join(config::spec_path(target)) })
+    }
+
+    /// Builds the crate at `manifest`, or what `selection` (cargo's `--workspace`, `--package NAME`...) selects of
+    /// its workspace, into `target_dir`; returns the GPU images cargo made. `tools` holds `gpu-bitcode-linker`.
+    pub fn build(
+        &self,
+        sh: &Shell,
+        manifest: &Path,
+        selection: &[String],
+        release: bool,
+        target_dir: &Path,
+        tools: &Path,
+    ) -> Result<Vec<Artifact>> {
+        let profile = if release { "release" } else { "dev" };
+        let (config, spec) = (&self.config, &self.spec);
+        let path = std::env::join_paths(
+            std::iter::once(tools.to_owned())
+                .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+        )?;
+        let messages = cmd!(
+            sh,
+            "cargo build --quiet --manifest-path {manifest} --config {config} --target {spec} --profile {profile}
+             --target-dir {target_dir} --message-format=json-render-diagnostics {selection...}"
+        )
+        .env("PATH", path)
+        .envs(crate::toolchain::DEVICE_CARGO_ENV)
+        .read()
+        .with_context(|| format!("building {} for {} ({}) failed", manifest.display(), self.target, self.arch))?;
+        gpu_artifacts(&messages)
+    }
+}
+
+/// A GPU image cargo built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Artifact {
+    /// The folder of the crate it was built from.
+    pub crate_dir: PathBuf,
+    pub image: PathBuf,
+}
+
+/// The images among cargo's JSON messages: each `bin` target's executable and each `cdylib`'s `.ptx` or `.elf`.
+pub fn gpu_artifacts(messages: &str) -> Result<Vec<Artifact>> {
+    let mut artifacts = Vec::new();
+    for line in messages.lines().filter(|line| line.starts_with('{')) {
+        let message: serde_json::Value =
+            serde_json::from_str(line).context("cargo printed a message that is not JSON")?;
+        if message["reason"] != "compiler-artifact" {
+            continue;
+        }
+        let kinds = message["target"]["kind"].as_array().cloned().unwrap_or_default();
+        let image = if kinds.iter().any(|kind| kind == "bin") {
+            message["executable"].as_str().map(PathBuf::from)
+        } else if kinds.iter().any(|kind| kind == "cdylib") {
+            let files = message["filenames"].as_array().cloned().unwrap_or_default();
+            files.iter().filter_map(|file| file.as_str()).map(PathBuf::from).find(|file| {
+                file.extension().is_some_and(|ext| GpuTarget::ALL.iter().any(|gpu| ext == gpu.image_extension()))
+            })
+        } else {
+            None
+        };
+        let Some(image) = image else { continue };
+        let manifest = message["manifest_path"].as_str().context("a compiler artifact without its manifest")?;
+        let crate_dir = Path::new(manifest).parent().context("a manifest path without a folder")?.to_owned();
+        artifacts.push(Artifact { crate_dir, image });
+    }
+    Ok(artifacts)
+}
+
+/// The one image of the crate at `dir`, built for `target`: `cargo xtask run PATH`.
+pub fn build_crate(sh: &Shell, dir: &Path, target: GpuTarget, arch: &str, tools: &Path) -> Result<PathBuf> {
+    let manifest = dir.join("Cargo.toml");
+    if !manifest.is_file() {
+        bail!("{} is not a crate: it has no Cargo.toml", dir.display());
+    }
+    let setup = GpuSetup::prepare(target, arch)?;
+    let target_dir = crate::project_root().join("target/gpu-cargo").join(format!("{arch}-crates"));
+    let mut images = setup.build(sh, &manifest, &[], true, &target_dir, tools)?;
+    match images.len() {
+        1 => Ok(images.remove(0).image),
+        0 => bail!("cargo built no GPU image from {} (a GPU program is a bin or a cdylib crate)", dir.display()),
+        _ => bail!(
+            "{} builds several GPU images ({}): run one with gpu-loader",
+            dir.display(),
+            images.iter().map(|a| a.image.display().to_string()).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_are_picked_out_of_cargos_messages() {
+        let messages = r#"{"reason":"compiler-artifact","manifest_path":"/w/core/Cargo.toml","target":{"kind":["lib"]},"filenames":["/t/libcore.rlib"],"executable":null}
+{"reason":"compiler-artifact","manifest_path":"/w/hello/Cargo.toml","target":{"kind":["bin"]},"filenames":["/t/hello.ptx"],"executable":"/t/hello.ptx"}
+{"reason":"compiler-artifact","manifest_path":"/w/or-results/Cargo.toml","target":{"kind":["cdylib"]},"filenames":["/t/or_results.elf"],"executable":null}
+{"reason":"build-script-executed","package_id":"x"}
+{"reason":"build-finished","success":true}"#;
+        let artifacts = gpu_artifacts(messages).unwrap();
+        assert_eq!(
+            artifacts,
+            [
+                Artifact { crate_dir: "/w/hello".into(), image: "/t/hello.ptx".into() },
+                Artifact { crate_dir: "/w/or-results".into(), image: "/t/or_results.elf".into() },
+            ]
+        );
+        assert!(gpu_artifacts("{not json").is_err());
+    }
+}
