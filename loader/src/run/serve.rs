@@ -15,7 +15,7 @@ use crate::status::RunStatus;
 ///
 /// While messages come, the loop polls the ports flat out: a reply goes out as soon as a pass finds the message.
 /// After [`SPIN_WINDOW`] without one it sleeps [`IDLE_SLEEP`] between passes, with the thread's timer slack at its
-/// minimum ([`PreciseSleeps`]), so an idle program costs a few percent of a core and the first message after a pause
+/// minimum ([`PreciseSleeps`]), so an idle program costs under a tenth of a core and the first message after a pause
 /// waits at most about one sleep. It asks the device whether the kernels finished or faulted, and checks the timeout
 /// and signals, every [`LOOK_UP_INTERVAL`] while spinning, every [`IDLE_LOOK_UP_INTERVAL`] while sleeping, and every
 /// 256 busy passes.
@@ -122,8 +122,8 @@ const SPIN_WINDOW: Duration = Duration::from_micros(200);
 
 /// The serve loop's sleep between passes over idle ports: the most a message that ends a pause waits for the host
 /// to look (plus the wake-up, a few microseconds with [`PreciseSleeps`]). Each wake-up costs a pass over the ports
-/// and a system call, a few percent of a core at this rate.
-const IDLE_SLEEP: Duration = Duration::from_micros(50);
+/// and a system call: under a tenth of a core at this rate, where a system call costs several microseconds (a virtual machine).
+const IDLE_SLEEP: Duration = Duration::from_micros(70);
 
 /// How often a sleeping serve loop asks the device about the kernels and checks the timeout and signals: each query
 /// costs more than a pass over the ports, and nothing needs an answer sooner.
@@ -131,7 +131,7 @@ const IDLE_LOOK_UP_INTERVAL: Duration = Duration::from_millis(1);
 
 /// Sets the calling thread's timer slack to its minimum for as long as it lives, and back after. Linux lets a
 /// thread's sleep run over by its timer slack, 50 µs by default, which would double the idle serve loop's wake-up
-/// latency; with a slack of 1 ns a 50 µs sleep takes a few microseconds more than asked.
+/// latency; with a slack of 1 ns a sleep takes a few microseconds more than asked.
 struct PreciseSleeps {
     previous: Option<libc::c_ulong>,
 }
