@@ -11,6 +11,15 @@ pub struct ThreadIds {
     pub block: [u32; 3],
 }
 
+/// The operation of [`Gpu::device_rmw`]: `word = word + operand` (wrapping; a subtraction adds the two's
+/// complement), `word | operand` or `word & operand`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceRmw {
+    Add,
+    Or,
+    And,
+}
+
 /// The processor a runtime instance runs on.
 ///
 /// A *lane group* is the set of lanes of one warp (NVIDIA, 32 lanes) or wavefront (AMD, 64 lanes) that execute an
@@ -58,6 +67,24 @@ pub unsafe trait Gpu: 'static {
     #[inline(always)]
     fn unlock_swap(word: &crate::rpc::sync::AtomicU32, value: u32) {
         word.swap(value, core::sync::atomic::Ordering::Release);
+    }
+
+    /// An atomic read-modify-write of a word that only this device's threads use (the heap's metadata), ordered by
+    /// `order` among them; returns the old value. `Ordering::SeqCst` is not supported: no caller needs it. A target
+    /// overrides the default, the language's operation (ordered at system scope), where its compiler does not honour
+    /// the ordering or a device-scope atomic is cheaper.
+    #[inline(always)]
+    fn device_rmw(
+        word: &crate::rpc::sync::AtomicU64,
+        op: DeviceRmw,
+        operand: u64,
+        order: core::sync::atomic::Ordering,
+    ) -> u64 {
+        match op {
+            DeviceRmw::Add => word.fetch_add(operand, order),
+            DeviceRmw::Or => word.fetch_or(operand, order),
+            DeviceRmw::And => word.fetch_and(operand, order),
+        }
     }
 
     /// Where the calling thread sits in the grid.

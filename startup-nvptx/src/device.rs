@@ -4,9 +4,12 @@ use core::ffi::c_int;
 
 use core::ptr::NonNull;
 
+use core::sync::atomic::Ordering;
 use startup_common::abi::{BeginArgs, EndArgs, LaunchParams, StartArgs};
 use startup_common::rpc::BlockMemory;
-use startup_common::rpc::sync::AtomicU32;
+
+use startup_common::gpu::DeviceRmw;
+use startup_common::rpc::sync::{AtomicU32, AtomicU64};
 use startup_common::{CallbackArrays, FiniCallback, Gpu, InitCallback, ThreadIds};
 
 /// An NVIDIA GPU thread.
@@ -105,6 +108,36 @@ unsafe impl Gpu for Nvptx {
         // A release store at GPU scope, for the reasons given in `lock_fetch_or`: the swap's old value is not needed.
         // SAFETY: `word` is a live atomic; an atomic store to it is what `swap` does, less the old value.
         unsafe { asm!("st.release.gpu.b32 [{}], {};", in(reg64) word.as_ptr(), in(reg32) value, options(nostack)) };
+    }
+
+    fn device_rmw(word: &AtomicU64, op: DeviceRmw, operand: u64, order: Ordering) -> u64 {
+        // Inline PTX for the reasons given in `lock_fetch_or`: LLVM 22 would emit every ordering as a relaxed `atom`,
+        // and the heap's words need only GPU scope.
+        macro_rules! atom {
+            ($instruction:literal) => {{
+                let old: u64;
+                // SAFETY: `word` is a live atomic; this is the atomic operation `device_rmw` names, with its ordering.
+                unsafe {
+                    asm!(concat!($instruction, " {}, [{}], {};"), out(reg64) old, in(reg64) word.as_ptr(),
+                        in(reg64) operand, options(nostack));
+                }
+                old
+            }};
+        }
+        match (op, order) {
+            (DeviceRmw::Add, Ordering::Relaxed) => atom!("atom.relaxed.gpu.add.u64"),
+            (DeviceRmw::Add, Ordering::Acquire) => atom!("atom.acquire.gpu.add.u64"),
+            (DeviceRmw::Add, Ordering::Release) => atom!("atom.release.gpu.add.u64"),
+            (DeviceRmw::Add, _) => atom!("atom.acq_rel.gpu.add.u64"),
+            (DeviceRmw::Or, Ordering::Relaxed) => atom!("atom.relaxed.gpu.or.b64"),
+            (DeviceRmw::Or, Ordering::Acquire) => atom!("atom.acquire.gpu.or.b64"),
+            (DeviceRmw::Or, Ordering::Release) => atom!("atom.release.gpu.or.b64"),
+            (DeviceRmw::Or, _) => atom!("atom.acq_rel.gpu.or.b64"),
+            (DeviceRmw::And, Ordering::Relaxed) => atom!("atom.relaxed.gpu.and.b64"),
+            (DeviceRmw::And, Ordering::Acquire) => atom!("atom.acquire.gpu.and.b64"),
+            (DeviceRmw::And, Ordering::Release) => atom!("atom.release.gpu.and.b64"),
+            (DeviceRmw::And, _) => atom!("atom.acq_rel.gpu.and.b64"),
+        }
     }
 
     fn thread_ids() -> ThreadIds {
