@@ -20,6 +20,7 @@ pub mod abi;
 pub mod atexit;
 pub mod ctor;
 pub mod gpu;
+pub mod heap;
 pub mod io;
 pub mod printf;
 pub mod rpc;

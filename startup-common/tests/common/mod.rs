@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ptr::NonNull;
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier, Condvar, Mutex};
 
 use startup_common::abi::LaunchParams;
 use startup_common::gpu::{Gpu, ThreadIds};
@@ -167,20 +167,27 @@ impl Rng {
 /// Lanes per simulated warp.
 pub const SIM_LANES: u32 = 4;
 
-/// The lanes of one simulated group: they meet at a barrier for every lane operation.
+/// The lanes of one simulated group: for every lane operation, the lanes of its mask (all of the group's, or some of
+/// them, as after a branch) meet and exchange a value.
 pub struct SimGroup {
     mask: u64,
-    barrier: Barrier,
-    slots: Mutex<[u64; SIM_LANES as usize]>,
+    /// The operation under way for each mask, indexed by the mask.
+    rounds: Mutex<[Round; 1 << SIM_LANES]>,
+    changed: Condvar,
+}
+
+/// One lane operation of some lanes: which have arrived, their values, which have left with the result. All clear:
+/// none under way.
+#[derive(Clone, Copy, Default)]
+struct Round {
+    arrived: u64,
+    left: u64,
+    values: [u64; SIM_LANES as usize],
 }
 
 impl SimGroup {
     pub fn new(mask: u64) -> Arc<Self> {
-        Arc::new(Self {
-            mask,
-            barrier: Barrier::new(mask.count_ones() as usize),
-            slots: Mutex::new([0; SIM_LANES as usize]),
-        })
+        Arc::new(Self { mask, rounds: Mutex::new([Round::default(); 1 << SIM_LANES]), changed: Condvar::new() })
     }
 }
 
@@ -224,14 +231,36 @@ fn with_lane<R>(f: impl FnOnce(&LaneState) -> R) -> R {
     LANE.with(|state| f(state.borrow().as_ref().expect("the thread is a simulated lane")))
 }
 
-/// Every lane of the group contributes `value`; all get every lane's value.
-fn exchange(value: u64) -> [u64; SIM_LANES as usize] {
+/// Every lane of `mask` (lanes of the calling lane's group, itself included) contributes `value`; all get every
+/// lane's value once all have arrived.
+fn exchange(mask: u64, value: u64) -> [u64; SIM_LANES as usize] {
     with_lane(|state| {
-        state.group.slots.lock().unwrap()[state.lane as usize] = value;
-        state.group.barrier.wait();
-        let all = *state.group.slots.lock().unwrap();
-        state.group.barrier.wait();
-        all
+        let me = 1u64 << state.lane;
+        let group = &state.group;
+        assert!(mask & me != 0 && mask & !group.mask == 0, "lane {} in a lane operation of {mask:#b}", state.lane);
+        let index = mask as usize;
+        let mut rounds = group.rounds.lock().unwrap();
+        // A round of the same lanes that has all arrived is the last one, still being left: wait for it to end.
+        while rounds[index].arrived == mask {
+            rounds = group.changed.wait(rounds).unwrap();
+        }
+        let round = &mut rounds[index];
+        round.values[state.lane as usize] = value;
+        round.arrived |= me;
+        if round.arrived == mask {
+            group.changed.notify_all();
+        }
+        while rounds[index].arrived != mask {
+            rounds = group.changed.wait(rounds).unwrap();
+        }
+        let round = &mut rounds[index];
+        let values = round.values;
+        round.left |= me;
+        if round.left == mask {
+            *round = Round::default();
+            group.changed.notify_all();
+        }
+        values
     })
 }
 
@@ -239,9 +268,9 @@ fn exchange(value: u64) -> [u64; SIM_LANES as usize] {
 /// together (two groups of one warp behave like divergent branches under independent thread scheduling).
 pub struct SimWarp;
 
-// SAFETY: every lane of a group meets the others at the group's barrier in `exchange` and `sync_lanes`, so
-// `broadcast_first` and `ballot` return the same value in every lane of the group, and `sync_lanes` returns only when
-// all have arrived (the barrier also orders their memory accesses).
+// SAFETY: every lane of a mask meets the others in `exchange` (under a mutex, which also orders their memory
+// accesses), so `broadcast_first` and `ballot` return the same value in every lane of the mask, and `sync_lanes`
+// returns only when all have arrived.
 unsafe impl Gpu for SimWarp {
     const LANE_SIZE: u32 = SIM_LANES;
 
@@ -254,21 +283,18 @@ unsafe impl Gpu for SimWarp {
     }
 
     fn broadcast_first(mask: u64, value: u32) -> u32 {
-        assert_eq!(mask, Self::lane_mask());
-        exchange(u64::from(value))[mask.trailing_zeros() as usize] as u32
+        exchange(mask, u64::from(value))[mask.trailing_zeros() as usize] as u32
     }
 
     fn ballot(mask: u64, predicate: bool) -> u64 {
-        assert_eq!(mask, Self::lane_mask());
-        let all = exchange(predicate as u64);
+        let all = exchange(mask, predicate as u64);
         (0..SIM_LANES)
             .filter(|&lane| mask & (1 << lane) != 0 && all[lane as usize] != 0)
             .fold(0, |m, lane| m | 1 << lane)
     }
 
     fn sync_lanes(mask: u64) {
-        assert_eq!(mask, Self::lane_mask());
-        with_lane(|state| state.group.barrier.wait());
+        exchange(mask, 0);
     }
 
     fn sleep_briefly() {
