@@ -21,6 +21,8 @@ pub enum LoaderError {
     NoGpu(String),
     #[error("{api} failed: {message}")]
     Driver { api: &'static str, message: String },
+    #[error("cannot reserve a device heap of {size} bytes (--heap-size): {source}")]
+    Heap { size: u64, source: Box<LoaderError> },
     #[error("device fault in kernel `{kernel}`: {message}")]
     DeviceFault { kernel: &'static str, message: String },
     #[error("the program ended without reporting an exit code (the RPC channel never received `exit`)")]

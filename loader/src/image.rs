@@ -357,7 +357,7 @@ mod tests {
 .visible .global .align 8 .b8 table[16];
 /* .visible .global .u64 commented_out; */
 .visible .entry _begin(
-	.param .align 8 .b8 _begin_param_0[40]
+	.param .align 8 .b8 _begin_param_0[56]
 )
 { ret; }
 .visible .entry _start(
@@ -387,7 +387,7 @@ mod tests {
     fn ptx_kernels_have_their_parameter_sizes() {
         let kernels = image(PTX.as_bytes()).unwrap().kernel_signatures().unwrap();
         let sizes: Vec<_> = kernels.iter().map(|k| (k.name.as_str(), k.param_sizes.clone())).collect();
-        assert_eq!(sizes, [("_begin", vec![40]), ("_start", vec![32]), ("_end", vec![8])]);
+        assert_eq!(sizes, [("_begin", vec![56]), ("_start", vec![32]), ("_end", vec![8])]);
         image(PTX.as_bytes()).unwrap().check_startup_abi().unwrap();
     }
 

@@ -47,6 +47,10 @@ struct Cli {
     /// Bytes of stack per GPU thread.
     #[arg(long, default_value_t = gpu_loader::run::DEFAULT_STACK_SIZE, value_name = "BYTES")]
     stack_size: usize,
+    /// Bytes of device memory for the program's heap (`malloc`, Rust's `alloc`), with an optional K, M or G
+    /// (binary) suffix; 0 for none. Default: 1G, or less when the device cannot spare it.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    heap_size: Option<u64>,
     /// Print each kernel's registers, shared and local memory.
     #[arg(long)]
     print_resource_usage: bool,
@@ -66,6 +70,21 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
         return Err(format!("`{text}` is not a positive number of seconds"));
     }
     Ok(Duration::from_secs_f64(seconds))
+}
+
+/// A number of bytes: digits, then optionally `K`, `M` or `G` (KiB, MiB, GiB; either case).
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let (digits, shift) = match text.char_indices().last() {
+        Some((at, 'k' | 'K')) => (&text[..at], 10),
+        Some((at, 'm' | 'M')) => (&text[..at], 20),
+        Some((at, 'g' | 'G')) => (&text[..at], 30),
+        _ => (text, 0),
+    };
+    let number: u64 = match digits.parse() {
+        Ok(number) if digits.bytes().all(|b| b.is_ascii_digit()) => number,
+        _ => return Err(format!("`{text}` is not a number of bytes (digits, then optionally K, M or G)")),
+    };
+    number.checked_mul(1 << shift).ok_or_else(|| format!("`{text}` is more bytes than 2^64"))
 }
 
 /// The message with its line breaks escaped: a path or a driver message may hold one, and the error is one line.
@@ -94,6 +113,7 @@ fn main() {
     options.print_resource_usage = cli.print_resource_usage;
     options.stack_size = cli.stack_size;
     options.rpc_ports = cli.rpc_ports;
+    options.heap_size = cli.heap_size;
     // The process exits right after the run: the driver's teardown at exit releases the GPU faster than freeing
     // each allocation first.
     options.teardown = false;

@@ -23,6 +23,14 @@ mod tests;
 /// Stack per GPU thread unless asked otherwise: room for `print!`'s buffer and a panic's formatting.
 pub const DEFAULT_STACK_SIZE: usize = 8 * 1024;
 
+/// The device heap's pool unless asked otherwise (`docs/heap.md`): room for a full H200 grid (1,081,344 threads) to
+/// hold a block of up to 256 bytes each at once, several times over, where CUDA's default heap of 8 MiB runs out. A
+/// device that cannot spare it gets half as much, and so on down to [`MIN_DEFAULT_HEAP_SIZE`].
+pub const DEFAULT_HEAP_SIZE: u64 = 1 << 30;
+
+/// The least the default heap shrinks to on a device short of memory; below that the reservation's error stands.
+pub const MIN_DEFAULT_HEAP_SIZE: u64 = 16 << 20;
+
 /// Everything `gpu-loader` takes from its command line.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -45,6 +53,9 @@ pub struct RunOptions {
     pub rpc_stall_limit: Duration,
     /// Bytes of stack per GPU thread.
     pub stack_size: usize,
+    /// Bytes of device memory for the device heap; `None`: [`DEFAULT_HEAP_SIZE`], or less where the device cannot
+    /// spare it. 0: no heap (every allocation fails).
+    pub heap_size: Option<u64>,
     /// Release the device's resources when the run ends. A process that exits right after the run (as
     /// `gpu-loader` does) can leave that to the driver's process teardown, which is faster.
     pub teardown: bool,
@@ -65,6 +76,7 @@ impl RunOptions {
             rpc_ports: rpc::DEFAULT_PORT_COUNT,
             rpc_stall_limit: crate::server::STALL_LIMIT,
             stack_size: DEFAULT_STACK_SIZE,
+            heap_size: None,
             teardown: true,
         }
     }
@@ -277,6 +289,10 @@ impl<B: Backend> Session<B> {
         let args_base = backend.alloc_device(arguments.len())?;
         backend.copy_to_device(args_base, &arguments.at_address(args_base))?;
         let result = backend.alloc_device(size_of::<i32>())?;
+        let (heap, heap_size) = reserve_heap(&mut backend, options.heap_size)?;
+        if options.verbose {
+            eprintln!("gpu-loader: device heap of {heap_size} bytes");
+        }
 
         let argv = args_base as *mut *mut core::ffi::c_char;
         let envp = (args_base + arguments.envp_offset() as u64) as *mut *mut core::ffi::c_char;
@@ -287,6 +303,8 @@ impl<B: Backend> Session<B> {
             envp,
             rpc_region: region.device as *mut _,
             control: control.device as *mut Control,
+            heap: heap as *mut _,
+            heap_size,
         };
         let start = StartArgs { argc: arguments.argc(), reserved: 0, argv, envp, result: result as *mut i32 };
         let end = EndArgs { result: result as *const i32 };
@@ -352,5 +370,23 @@ impl<B: Backend> Session<B> {
     /// The RPC messages served so far, over every run of this session.
     pub fn rpc_stats(&self) -> crate::server::ServeStats {
         self.server.stats()
+    }
+}
+
+/// Reserves the device heap's pool: `requested` bytes exactly, or by default [`DEFAULT_HEAP_SIZE`] halved until
+/// the device can spare it. Returns its address and size; (0, 0) for no heap.
+fn reserve_heap<B: Backend>(backend: &mut B, requested: Option<u64>) -> Result<(u64, u64)> {
+    let mut size = match requested {
+        Some(0) => return Ok((0, 0)),
+        Some(size) => size,
+        None => DEFAULT_HEAP_SIZE,
+    };
+    loop {
+        // A size past the host's address space is one no device can give.
+        match backend.alloc_device(usize::try_from(size).unwrap_or(usize::MAX)) {
+            Ok(address) => return Ok((address, size)),
+            Err(_) if requested.is_none() && size > MIN_DEFAULT_HEAP_SIZE => size /= 2,
+            Err(error) => return Err(LoaderError::Heap { size, source: Box::new(error) }),
+        }
     }
 }

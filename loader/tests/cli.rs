@@ -374,7 +374,7 @@ fn kernels_with_the_wrong_parameters() {
     let dir = scratch("wrong-params");
     let cases = [
         ("_start_param_0[32]", "_start_param_0[24]", "kernel `_start` takes parameters of [24] bytes", "32 bytes"),
-        (".b8 _begin_param_0[40]", ".u64 _begin_param_0", "kernel `_begin` takes parameters of [8] bytes", "40 bytes"),
+        (".b8 _begin_param_0[56]", ".u64 _begin_param_0", "kernel `_begin` takes parameters of [8] bytes", "56 bytes"),
         (
             "_end_param_0[8]\n",
             "_end_param_0[8],\n\t.param .u32 extra\n",
@@ -574,6 +574,29 @@ fn bad_timeouts() {
     run(loader([OsStr::new("--timeout"), OsStr::new("0"), image.as_os_str()])).usage_error(&["`0` is not a positive"]);
     // A good timeout is accepted.
     run(loader([OsStr::new("--timeout"), OsStr::new("2.5"), image.as_os_str()])).reached_the_gpu();
+}
+
+#[test]
+fn bad_heap_sizes() {
+    let image = fixture("startup-min.ptx");
+    for (value, problem) in [
+        ("abc", "is not a number of bytes (digits, then optionally K, M or G)"),
+        ("", "is not a number of bytes"),
+        ("-1", "is not a number of bytes"),
+        ("+5", "is not a number of bytes"),
+        ("1.5G", "is not a number of bytes"),
+        ("2T", "is not a number of bytes"),
+        ("G", "is not a number of bytes"),
+        ("99999999999G", "is more bytes than 2^64"),
+    ] {
+        let arg = format!("--heap-size={value}");
+        run(loader([OsStr::new(&arg), image.as_os_str()]))
+            .usage_error(&["--heap-size", &format!("`{value}` {problem}")]);
+    }
+    // Sizes the loader takes: none at all, bytes, and the binary suffixes in either case.
+    for value in ["0", "1048576", "64k", "512M", "1g"] {
+        run(loader([OsStr::new("--heap-size"), OsStr::new(value), image.as_os_str()])).reached_the_gpu();
+    }
 }
 
 // --- arguments and environment ---

@@ -6,6 +6,10 @@
 //!   makes);
 //! - `empty.nvlink.cubin`: `nvlink -arch=sm_90` of `ptxas -c` of `empty.ptx` (linked);
 //! - `empty.full.cubin`: `ptxas -arch=sm_90 empty.ptx` (whole-program).
+//!
+//! They were made when `BeginArgs` had 40 bytes; for its 56 (the heap's pool), `_begin`'s parameter size in each
+//! `.nv.info._begin` (`EIATTR_KPARAM_INFO`, `EIATTR_CBANK_PARAM_SIZE`, `EIATTR_PARAM_CBANK`) reads 56, the code
+//! unchanged: it reads only the first 40. Made again by the commands above, they need no such edit.
 
 use std::path::{Path, PathBuf};
 
@@ -49,7 +53,7 @@ fn startup_kernels(image: &Image) -> Vec<(String, Vec<u64>)> {
 }
 
 fn abi_kernels() -> Vec<(String, Vec<u64>)> {
-    vec![("_begin".into(), vec![40]), ("_end".into(), vec![8]), ("_start".into(), vec![32])]
+    vec![("_begin".into(), vec![56]), ("_end".into(), vec![8]), ("_start".into(), vec![32])]
 }
 
 /// One section header of an ELF64 file, read and written in place.

@@ -178,8 +178,10 @@ pub extern "gpu-kernel" fn _begin(
     envp: *mut *mut c_char,
     rpc_region: *mut c_void,
     control: *mut Control,
+    heap: *mut c_void,
+    heap_size: u64,
 ) {
-    let args = BeginArgs { argc, rpc_port_count, argv, envp, rpc_region, control };
+    let args = BeginArgs { argc, rpc_port_count, argv, envp, rpc_region, control, heap, heap_size };
     // SAFETY: the bounds come from the linker, around arrays in this code object.
     let arrays = unsafe {
         CallbackArrays {

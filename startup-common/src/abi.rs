@@ -67,6 +67,10 @@ pub struct BeginArgs {
     pub rpc_region: *mut c_void,
     /// Where the startup reports its progress.
     pub control: *mut Control,
+    /// The device heap's pool (`gpu-loader --heap-size`), device memory that only the heap uses; null for none.
+    pub heap: *mut c_void,
+    /// Bytes of the pool.
+    pub heap_size: u64,
 }
 
 /// The argument of `_start`.
@@ -167,11 +171,13 @@ mod tests {
     #[test]
     fn layouts_match_the_documented_abi() {
         // No padding anywhere: the size is the sum of the fields (`KernelArgs` relies on it).
-        assert_eq!(size_of::<BeginArgs>(), 4 + 4 + 8 * 4);
+        assert_eq!(size_of::<BeginArgs>(), 4 + 4 + 8 * 6);
         assert_eq!(offset_of!(BeginArgs, rpc_port_count), 4);
         assert_eq!(offset_of!(BeginArgs, argv), 8);
         assert_eq!(offset_of!(BeginArgs, rpc_region), 24);
         assert_eq!(offset_of!(BeginArgs, control), 32);
+        assert_eq!(offset_of!(BeginArgs, heap), 40);
+        assert_eq!(offset_of!(BeginArgs, heap_size), 48);
         assert_eq!(size_of::<StartArgs>(), 4 + 4 + 8 * 3);
         assert_eq!(offset_of!(StartArgs, argv), 8);
         assert_eq!(offset_of!(StartArgs, result), 24);

@@ -11,6 +11,7 @@ use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicUsize, Ordering
 use crate::abi::{BeginArgs, Control, EndArgs, FiniCallback, InitCallback, StartArgs, progress};
 use crate::atexit::{AtExitRegistry, Handler, RegistryFull};
 use crate::gpu::Gpu;
+use crate::heap::{Heap, HeapError};
 use crate::rpc;
 
 /// How many `atexit` handlers fit; C requires at least 32. One slot is taken by the destructor walk.
@@ -26,6 +27,7 @@ pub type MainFn = unsafe extern "C" fn(argc: c_int, argv: *mut *mut c_char, envp
 /// [`target_runtime!`](crate::target_runtime).
 pub struct Runtime<G: Gpu> {
     client: rpc::Client<G>,
+    heap: Heap<G>,
     atexit: AtExitRegistry<ATEXIT_CAPACITY>,
     exiting: AtomicBool,
     control: AtomicPtr<Control>,
@@ -55,6 +57,7 @@ impl<G: Gpu> Runtime<G> {
     pub const fn new() -> Self {
         Self {
             client: rpc::Client::new(),
+            heap: Heap::new(),
             atexit: AtExitRegistry::new(),
             exiting: AtomicBool::new(false),
             control: AtomicPtr::new(core::ptr::null_mut()),
@@ -71,6 +74,11 @@ impl<G: Gpu> Runtime<G> {
         &self.client
     }
 
+    /// The device heap every thread of the program shares.
+    pub fn heap(&self) -> &Heap<G> {
+        &self.heap
+    }
+
     /// The body of `_begin`, run by exactly one thread before any other kernel of the program.
     ///
     /// # Safety
@@ -82,6 +90,13 @@ impl<G: Gpu> Runtime<G> {
         unsafe { self.client.reset(args.rpc_region, args.rpc_port_count) };
         // SAFETY: the start of the kernel, after the reset, on every thread of the block (the only one).
         unsafe { self.client.prepare_block() };
+        // SAFETY: the loader reserved the pool for the heap alone; this is the program's only thread now, and the
+        // kernel boundary publishes the reset to `_start`. Blocks of an earlier run of the program are gone with it.
+        // (The loom models run the heap on a host pool of loom atomics, which raw memory cannot hold.)
+        #[cfg(not(loom))]
+        unsafe {
+            self.heap.reset(args.heap, args.heap_size)
+        };
         self.control.store(args.control, Ordering::Relaxed);
         // Relaxed: the kernel boundary orders these before any other kernel reads them, and constructors run on this
         // thread.
@@ -212,6 +227,23 @@ impl<G: Gpu> Runtime<G> {
         self.exiting.store(true, Ordering::Release);
         self.client.exit(PANIC_EXIT_CODE);
         G::end_thread()
+    }
+
+    /// Reports a pointer the heap refused (`call` names the function it was given to, as C or Rust spells it) on
+    /// stderr, then ends the program as [`Runtime::abort`] does: the loader exits with 134, as glibc's `free` aborts
+    /// on a double free.
+    pub fn heap_error(&self, call: &str, pointer: *const u8, error: HeapError) -> ! {
+        if self.client.is_ready() {
+            let ids = G::thread_ids();
+            let [tx, ty, tz] = ids.thread;
+            let [bx, by, bz] = ids.block;
+            crate::io::print(
+                &self.client,
+                crate::io::Stream::Stderr,
+                format_args!("{call}({pointer:p}): {error} (thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz}))\n"),
+            );
+        }
+        self.abort()
     }
 
     fn report_progress(&self, marker: u32) {

@@ -253,6 +253,8 @@ mod tests {
                 envp,
                 rpc_region: 0x3000 as *mut c_void,
                 control: 0x4000 as *mut startup_common::abi::Control,
+                heap: 0x6000 as *mut c_void,
+                heap_size: 1 << 30,
             },
             StartArgs { argc: 3, reserved: 0, argv, envp, result: 0x5000 as *mut i32 },
             EndArgs { result: 0x5000 as *const i32 },
@@ -264,7 +266,7 @@ mod tests {
         let (begin, start, end) = startup_args();
         let segment = kernarg_segment(256, begin.as_bytes(), &[], &LaunchParams::SINGLE, 0);
         assert_eq!(segment.len(), 256);
-        assert_eq!(&segment[..40], begin.as_bytes());
+        assert_eq!(&segment[..56], begin.as_bytes());
         // The fields where the device reads them (the `repr(C)` layout, no padding).
         assert_eq!(&segment[0..4], &3i32.to_le_bytes());
         assert_eq!(&segment[4..8], &64u32.to_le_bytes());
@@ -272,7 +274,9 @@ mod tests {
         assert_eq!(&segment[16..24], &0x2000u64.to_le_bytes());
         assert_eq!(&segment[24..32], &0x3000u64.to_le_bytes());
         assert_eq!(&segment[32..40], &0x4000u64.to_le_bytes());
-        assert!(segment[40..].iter().all(|&b| b == 0), "the rest is zeroed");
+        assert_eq!(&segment[40..48], &0x6000u64.to_le_bytes());
+        assert_eq!(&segment[48..56], &(1u64 << 30).to_le_bytes());
+        assert!(segment[56..].iter().all(|&b| b == 0), "the rest is zeroed");
 
         let segment = kernarg_segment(32, start.as_bytes(), &[], &LaunchParams::SINGLE, 0);
         assert_eq!(&segment[24..32], &0x5000u64.to_le_bytes());

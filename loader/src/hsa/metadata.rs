@@ -302,7 +302,7 @@ mod tests {
         let (kernels, wavefront_size) = metadata.startup_kernels().unwrap();
         assert_eq!(wavefront_size, Some(64));
         let begin_offsets: Vec<u64> = kernels[0].args.iter().map(|arg| arg.offset).collect();
-        assert_eq!(begin_offsets, [0, 4, 8, 16, 24, 32]);
+        assert_eq!(begin_offsets, [0, 4, 8, 16, 24, 32, 40, 48]);
         assert_eq!(kernels[0].kernarg_segment_size, size_of::<abi::BeginArgs>() as u64);
     }
 
