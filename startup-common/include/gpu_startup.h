@@ -4,9 +4,9 @@
  * A GPU program is an ordinary C program: it defines `int main(int argc, char **argv, char **envp)`, which every
  * thread of the launch grid calls, and `gpu-loader IMAGE [ARGS...]` runs it. There is no libc: a program gets exactly
  * what this header declares, all defined by the startup (crates `startup-nvptx` / `startup-amdgpu`). There is no
- * `malloc` and no `<stdio.h>`: the printing functions, `printf` included, are declared here. `<stdint.h>`,
- * `<stddef.h>`, `<stdbool.h>`, `<stdarg.h>` and clang's `<gpuintrin.h>` (thread and block ids for both targets) are
- * freestanding headers and work.
+ * `<stdio.h>` or `<stdlib.h>`: the printing functions, `printf` included, and the heap's, `malloc` included, are
+ * declared here. `<stdint.h>`, `<stddef.h>`, `<stdbool.h>`, `<stdarg.h>` and clang's `<gpuintrin.h>` (thread and
+ * block ids for both targets) are freestanding headers and work.
  *
  * Linking (docs/c-programs.md has the full commands). Build the startup once per target and arch as a static
  * library of LLVM bitcode, compile the program to bitcode, and link the two:
@@ -91,6 +91,26 @@ __attribute__((__format__(__printf__, 2, 0))) int vfprintf(FILE *stream, const c
 __attribute__((__format__(__printf__, 3, 0))) int vsnprintf(char *buffer, size_t size, const char *format,
                                                             va_list args);
 __attribute__((__format__(__printf__, 2, 0))) int vsprintf(char *buffer, const char *format, va_list args);
+
+/* The heap: device memory that gpu-loader reserves (--heap-size, 1 GiB by default), shared by every thread; any
+   thread may free what another allocated. Blocks are 16-byte aligned. Running out gives NULL. A pointer that free or
+   realloc cannot take (freed already, never allocated, not the start of a block) ends the program with a message
+   naming the call and the pointer on stderr; the loader exits with 134, as for abort. docs/heap.md has the rest. */
+
+/* `size` bytes, or NULL; malloc(0) returns a block of its own. */
+void *malloc(size_t size);
+/* Frees a block from malloc, calloc, realloc, aligned_alloc or posix_memalign; nothing for NULL. */
+void free(void *pointer);
+/* `count * size` zeroed bytes, or NULL (also when the product overflows). */
+void *calloc(size_t count, size_t size);
+/* The block's contents in a block of `size` bytes (the same block when its size already fits); NULL with the old
+   block untouched when there is no room. realloc(NULL, size) is malloc(size); realloc(p, 0) frees p, returns NULL. */
+void *realloc(void *pointer, size_t size);
+/* `size` bytes aligned to `alignment`, a power of two (NULL otherwise), or NULL. */
+void *aligned_alloc(size_t alignment, size_t size);
+/* 0 with a block of `size` bytes aligned to `alignment` in *out; 22 (EINVAL) when `alignment` is not a power of two
+   multiple of sizeof(void *), 12 (ENOMEM) when there is no room. */
+int posix_memalign(void **out, size_t alignment, size_t size);
 
 #ifdef __cplusplus
 }

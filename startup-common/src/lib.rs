@@ -17,6 +17,7 @@
 extern crate std;
 
 pub mod abi;
+pub mod allocator;
 pub mod atexit;
 pub mod ctor;
 pub mod gpu;
@@ -32,8 +33,9 @@ pub use startup::{CallbackArrays, MainFn, Runtime};
 
 /// Defines, in a target crate, the program's one [`Runtime`] and the C-linkage functions every program gets:
 /// `exit`, `abort`, `atexit`, `puts`, `fputs`/`fwrite` on `stdout` and `stderr`, the `printf` family ([`printf`]),
-/// and the hook behind [`print!`]. With the target crate's `panic-handler` feature, also the panic handler. The
-/// target crate enables `c_variadic`.
+/// the hook behind [`print!`], and `malloc`, `free`, `calloc`, `realloc`, `aligned_alloc`, `posix_memalign` on the
+/// device heap. With the target crate's `panic-handler` feature, also the panic handler; with its `global-allocator`
+/// feature, Rust's global allocator on the same heap. The target crate enables `c_variadic`.
 ///
 /// The target crate names its [`Gpu`] type; its kernels then call `RUNTIME.begin`, `RUNTIME.start` and
 /// `RUNTIME.end`.
@@ -234,6 +236,63 @@ macro_rules! target_runtime {
         #[unsafe(no_mangle)]
         pub fn __gpu_startup_print(stream: $crate::io::Stream, args: ::core::fmt::Arguments<'_>) {
             $crate::io::print(RUNTIME.client(), stream, args)
+        }
+
+        /// The program's allocation functions, on the heap of [`RUNTIME`].
+        #[cfg_attr(feature = "global-allocator", global_allocator)]
+        pub static ALLOCATOR: $crate::allocator::Allocator<$gpu> = $crate::allocator::Allocator::new(&RUNTIME);
+
+        /// C's `malloc`: `size` bytes aligned to 16, or null when the heap has no room.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn malloc(size: usize) -> *mut ::core::ffi::c_void {
+            ALLOCATOR.malloc(size)
+        }
+
+        /// C's `free`. A pointer that is not the start of an allocated block (a double free) ends the program with a
+        /// message naming it; the loader exits with 134.
+        ///
+        /// # Safety
+        /// Nothing may use the block once it is freed.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn free(pointer: *mut ::core::ffi::c_void) {
+            // SAFETY: the caller's guarantee, as C's `free` requires.
+            unsafe { ALLOCATOR.free(pointer) }
+        }
+
+        /// C's `calloc`: `count * size` zeroed bytes, or null.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn calloc(count: usize, size: usize) -> *mut ::core::ffi::c_void {
+            ALLOCATOR.calloc(count, size)
+        }
+
+        /// C's `realloc` (a size of 0 frees the block and returns null, as glibc does).
+        ///
+        /// # Safety
+        /// Unless the result is null or `pointer`, nothing may use the old block afterwards.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn realloc(pointer: *mut ::core::ffi::c_void, size: usize) -> *mut ::core::ffi::c_void {
+            // SAFETY: the caller's guarantee, as C's `realloc` requires.
+            unsafe { ALLOCATOR.realloc(pointer, size) }
+        }
+
+        /// C's `aligned_alloc`: null for an alignment that is not a power of two.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn aligned_alloc(alignment: usize, size: usize) -> *mut ::core::ffi::c_void {
+            ALLOCATOR.aligned_alloc(alignment, size)
+        }
+
+        /// POSIX's `posix_memalign`: 0, `EINVAL` (22) or `ENOMEM` (12).
+        ///
+        /// # Safety
+        /// `out` must be valid for a pointer's write.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn posix_memalign(
+            out: *mut *mut ::core::ffi::c_void,
+            alignment: usize,
+            size: usize,
+        ) -> ::core::ffi::c_int {
+            // SAFETY: the caller passes a writable `out`, as `posix_memalign` requires.
+            unsafe { ALLOCATOR.posix_memalign(out, alignment, size) }
         }
 
         #[cfg(feature = "panic-handler")]

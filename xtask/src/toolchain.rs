@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use xshell::{Shell, cmd};
 
-/// The rustup components device code needs: `rust-src` for `-Zbuild-std=core`, `llvm-tools` for the bitcode linker.
+/// The rustup components device code needs: `rust-src` for `-Zbuild-std=core,alloc`, `llvm-tools` for the bitcode linker.
 pub const DEVICE_COMPONENTS: [&str; 2] = ["rust-src", "llvm-tools"];
 
 /// The environment of every cargo command that builds device code. With incremental compilation (the dev profile's

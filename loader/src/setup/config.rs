@@ -88,6 +88,13 @@ impl Config {
         require_in_list(unstable, "build-std", "core", &name, "`core` built from source for the GPU")?;
         require_in_list(
             unstable,
+            "build-std",
+            "alloc",
+            &name,
+            "`alloc` too: `Vec`, `String`, `Box` on the device heap",
+        )?;
+        require_in_list(
+            unstable,
             "build-std-features",
             "compiler-builtins-mem",
             &name,
@@ -238,7 +245,7 @@ target = ".cargo/nvptx64-gpu-startup.json"
 
 # the nightly cargo features GPU builds use
 [unstable]
-build-std = ["core"]
+build-std = ["core", "alloc"]
 build-std-features = ["compiler-builtins-mem"]
 json-target-spec = true
 panic-abort-tests = true

@@ -45,7 +45,8 @@ impl Pin {
         let components: Vec<String> = self.components.iter().map(|c| format!("{c:?}")).collect();
         format!(
             "{WRITTEN_BY_INIT}: `-Zbuild-std` builds\n\
-             # `core` from `rust-src`, and gpu-bitcode-linker runs `llvm-link`, `opt` and `llc` from `llvm-tools`.\n\
+             # `core` and `alloc` from `rust-src`, and gpu-bitcode-linker runs `llvm-link`, `opt` and `llc` from\n\
+             # `llvm-tools`.\n\
              [toolchain]\n\
              channel = {:?}\n\
              components = [{}]\n\

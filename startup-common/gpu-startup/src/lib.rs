@@ -29,6 +29,9 @@
 //! - [`print!`], [`println!`], [`eprint!`], [`eprintln!`]: each call reaches the host whole, never interleaved with
 //!   another thread's;
 //! - [`process`]: `exit`, `abort`, `atexit`;
+//! - a heap: `extern crate alloc` gives `Vec`, `String`, `Box`, `format!` and the collections, the startup being
+//!   the global allocator (feature `global-allocator`, on by default), on device memory that `gpu-loader` reserves
+//!   (`--heap-size`); running out is Rust's `handle_alloc_error`;
 //! - a panic handler that prints the message with the thread and exits with 101 (feature `panic-handler`, on by
 //!   default);
 //! - [`rpc`]: the channel to the host underneath, for the runtime's own tests and new host services.
