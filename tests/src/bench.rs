@@ -23,13 +23,16 @@ use gpu_loader::image::Image;
 use gpu_loader::run::{RunOptions, Session};
 use startup_common::abi::LaunchParams;
 
+#[path = "bench/heap.rs"]
+mod heap;
+
 #[derive(Parser)]
 #[command(name = "gpu-bench", about = "Benchmarks of the GPU startup and its RPC channel against bare baselines")]
 struct Cli {
     #[command(subcommand)]
     child: Option<Child>,
     /// The folder of NVIDIA images (`empty.ptx`, `rpc-latency.ptx`, `idle.ptx`, `print-flood.ptx`,
-    /// `printf-flood-c.ptx`).
+    /// `printf-flood-c.ptx`, `heap-throughput-c.ptx`).
     #[arg(long)]
     images: Option<PathBuf>,
     /// The gpu-loader binary, for the whole-process benchmarks.
@@ -54,6 +57,18 @@ enum Child {
     /// Print one line per thread of BLOCKS blocks of 1024 threads with CUDA's `vprintf`, FIFO of FIFO bytes (0:
     /// the driver's default).
     Vprintf { blocks: u32, fifo: usize },
+    /// The allocation benchmark's baseline: BLOCKS blocks of 1024 threads each allocate and free ROUNDS blocks with
+    /// CUDA's device-side `malloc`, its heap HEAP bytes (0: the driver's default); warm up, then REPEAT timed launches.
+    CudaMalloc {
+        #[arg(long)]
+        blocks: u32,
+        #[arg(long)]
+        rounds: u32,
+        #[arg(long)]
+        heap: usize,
+        #[arg(long)]
+        repeat: usize,
+    },
 }
 
 /// One measurement: seconds per sample.
@@ -95,6 +110,9 @@ fn main() -> std::process::ExitCode {
     let outcome = match &cli.child {
         Some(Child::BareRun { image }) => bare_run(image),
         Some(Child::Vprintf { blocks, fifo }) => vprintf_child(*blocks, *fifo),
+        Some(Child::CudaMalloc { blocks, rounds, heap, repeat }) => {
+            heap::cuda_malloc_child(*blocks, *rounds, *heap, *repeat)
+        }
         None => benchmarks(&cli),
     };
     match outcome {
@@ -145,6 +163,9 @@ fn benchmarks(cli: &Cli) -> Result<()> {
     }
     if wanted("rpc-after-idle") {
         rows.push(rpc_after_idle(&images, &loader, repeat.min(3))?);
+    }
+    if wanted("heap-throughput heap-throughput-8mib") {
+        rows.extend(heap::heap_throughput(&images, repeat.min(3))?);
     }
     print_table(&rows);
     if let Some(path) = &cli.json {
