@@ -87,6 +87,13 @@ pub unsafe trait Gpu: 'static {
         }
     }
 
+    /// An atomic load of a word that only this device's threads use, ordered by `order` (`Relaxed` or `Acquire`)
+    /// among them: [`Gpu::device_rmw`]'s load. The default is the language's load, which orders at system scope.
+    #[inline(always)]
+    fn device_load(word: &crate::rpc::sync::AtomicU64, order: core::sync::atomic::Ordering) -> u64 {
+        word.load(order)
+    }
+
     /// Where the calling thread sits in the grid.
     fn thread_ids() -> ThreadIds;
 

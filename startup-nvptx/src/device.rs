@@ -140,6 +140,21 @@ unsafe impl Gpu for Nvptx {
         }
     }
 
+    fn device_load(word: &AtomicU64, order: Ordering) -> u64 {
+        // GPU scope, as `device_rmw`: a system-scope acquire costs more and orders nothing the heap needs.
+        let value: u64;
+        // SAFETY: `word` is a live atomic; this is an atomic load of it with the ordering asked for.
+        unsafe {
+            match order {
+                Ordering::Relaxed => asm!("ld.relaxed.gpu.b64 {}, [{}];", out(reg64) value, in(reg64) word.as_ptr(),
+                    options(nostack, readonly)),
+                _ => asm!("ld.acquire.gpu.b64 {}, [{}];", out(reg64) value, in(reg64) word.as_ptr(),
+                    options(nostack)),
+            }
+        }
+        value
+    }
+
     fn thread_ids() -> ThreadIds {
         // SAFETY: reading the special registers that hold the thread's coordinates has no preconditions.
         unsafe {

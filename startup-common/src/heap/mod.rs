@@ -252,7 +252,7 @@ impl<G: Gpu> Heap<G> {
         let block = self.locate(ptr)?;
         if let Block::Chunk { slab, index, .. } = block {
             let bits = self.word(self.setup().geometry.bitmap_word(slab, index / 64));
-            if bits.load(core::sync::atomic::Ordering::Relaxed) & 1 << (index % 64) == 0 {
+            if G::device_load(bits, core::sync::atomic::Ordering::Relaxed) & 1 << (index % 64) == 0 {
                 return Err(HeapError::NotAllocated);
             }
         }
@@ -271,10 +271,10 @@ impl<G: Gpu> Heap<G> {
         let page = (offset / PAGE_BYTES) as u32;
         // The pages from the top up have no metadata of this run. (Relaxed: a pointer from this run's heap reached
         // this thread after its page did, and the top only grows.)
-        if page >= self.word(header::TOP).load(Relaxed) as u32 {
+        if page >= G::device_load(self.word(header::TOP), Relaxed) as u32 {
             return Err(HeapError::NotABlock);
         }
-        match PageUse::decode(self.word(geometry.page_map_word(page)).load(Relaxed)) {
+        match PageUse::decode(G::device_load(self.word(geometry.page_map_word(page)), Relaxed)) {
             PageUse::Slab { class } => {
                 let slab = page / geometry::PAGES_PER_SLAB;
                 let within = (offset - slab as usize * SLAB_BYTES) as u32;

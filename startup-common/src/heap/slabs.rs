@@ -177,7 +177,10 @@ impl<G: Gpu> Heap<G> {
                     Ok(reservation) => return reservation,
                     Err(MakeError::OutOfMemory) => return Reservation::OUT_OF_MEMORY,
                     Err(MakeError::Busy) => {
-                        G::sleep_briefly();
+                        // Making a slab takes a while; look again after it may have appeared.
+                        for _ in 0..8 {
+                            G::sleep_briefly();
+                        }
                         continue;
                     }
                 }
@@ -201,7 +204,7 @@ impl<G: Gpu> Heap<G> {
     fn find_slab(&self, class: u32) -> Option<u32> {
         let geometry = self.setup().geometry;
         // Acquire: the map words below the top were cleared before the top passed them.
-        let slabs = self.word(header::TOP).load(Acquire) as u32 / PAGES_PER_SLAB;
+        let slabs = G::device_load(self.word(header::TOP), Acquire) as u32 / PAGES_PER_SLAB;
         let words = slabs.div_ceil(64);
         if words == 0 {
             return None;
@@ -209,7 +212,7 @@ impl<G: Gpu> Heap<G> {
         let spread = spread::<G>(class);
         let mut word = spread % words;
         for _ in 0..words {
-            let bits = self.word(geometry.slab_map_word(class, word)).load(Relaxed);
+            let bits = G::device_load(self.word(geometry.slab_map_word(class, word)), Relaxed);
             if bits != 0 {
                 // The first marked slab at or after a bit of the warp's own, so that warps of one word spread too.
                 let start = spread >> 26;
@@ -225,7 +228,8 @@ impl<G: Gpu> Heap<G> {
     /// is making one of the class: one at a time per class, or every warp of a starting grid would make its own.
     fn make_slab(&self, class: u32, wanted: u32) -> Result<Reservation, MakeError> {
         let making = self.word(header::MAKING + class as usize);
-        if G::device_rmw(making, DeviceRmw::Or, 1, Acquire) & 1 != 0 {
+        // A load first: while a slab is being made, every group of the class that finds no room comes here.
+        if G::device_load(making, Relaxed) & 1 != 0 || G::device_rmw(making, DeviceRmw::Or, 1, Acquire) & 1 != 0 {
             return Err(MakeError::Busy);
         }
         let made = self.allocate_pages(PAGES_PER_SLAB, PAGES_PER_SLAB, PageUse::Slab { class }).map(|page| {
@@ -268,7 +272,7 @@ impl<G: Gpu> Heap<G> {
             if leader {
                 loop {
                     let bits = self.word(geometry.bitmap_word(slab, word));
-                    let clear = !bits.load(Relaxed);
+                    let clear = !G::device_load(bits, Relaxed);
                     if clear == 0 {
                         word = if word + 1 == words { 0 } else { word + 1 };
                         if word == 0 {
