@@ -51,6 +51,9 @@ impl ImageKind {
     }
 }
 
+/// A global's initialized bytes, or what keeps the loader from reading them.
+pub type GlobalBytes = std::result::Result<Vec<u8>, String>;
+
 /// A kernel entry point and the byte size of each of its parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelSignature {
@@ -109,16 +112,61 @@ impl Image {
             ImageKind::Ptx => Ok(ptx::globals(self.ptx_text()?)),
             ImageKind::Cubin | ImageKind::AmdCodeObject => {
                 let file = self.elf()?;
-                let defined_global = |symbol: &object::Symbol<'_, '_>| match self.kind {
-                    ImageKind::Cubin => cubin::is_defined_global(symbol),
-                    _ => symbol.is_definition() && symbol.is_global(),
-                };
                 Ok(file
                     .symbols()
-                    .filter(defined_global)
+                    .filter(|symbol| self.is_defined_global(symbol))
                     .filter_map(|symbol| symbol.name().ok().map(str::to_owned))
                     .collect())
             }
+        }
+    }
+
+    /// The initialized bytes of every exported global whose name starts with `prefix`, in the image's order: for PTX
+    /// the initializer of `.visible .global .b8 NAME[N] = {...}`, for ELF the symbol's bytes in its section. A
+    /// global without bytes to read (no initializer, a section without file data, a size past its section) comes
+    /// with the problem instead.
+    pub fn initialized_globals(&self, prefix: &str) -> Result<Vec<(String, GlobalBytes)>> {
+        match self.kind {
+            ImageKind::Ptx => Ok(ptx::initialized_globals(self.ptx_text()?, prefix)),
+            ImageKind::Cubin | ImageKind::AmdCodeObject => {
+                let file = self.elf()?;
+                let mut globals = Vec::new();
+                for symbol in file.symbols().filter(|symbol| self.is_defined_global(symbol)) {
+                    let Ok(name) = symbol.name() else { continue };
+                    if !name.starts_with(prefix) {
+                        continue;
+                    }
+                    let bytes = symbol
+                        .section_index()
+                        .and_then(|index| file.section_by_index(index).ok())
+                        .and_then(|section| section.data_range(symbol.address(), symbol.size()).ok().flatten())
+                        .map(<[u8]>::to_vec)
+                        .ok_or_else(|| format!("global `{name}` has no initialized bytes in the file"));
+                    globals.push((name.to_owned(), bytes));
+                }
+                Ok(globals)
+            }
+        }
+    }
+
+    /// Whether the image defines `main` itself: a definition that is not weak. The startup's weak default (for
+    /// test binaries, which need no `main`) does not count.
+    pub fn defines_main(&self) -> Result<bool> {
+        match self.kind {
+            ImageKind::Ptx => Ok(ptx::defines_strong_function(self.ptx_text()?, abi::MAIN_SYMBOL)),
+            ImageKind::Cubin | ImageKind::AmdCodeObject => Ok(self
+                .elf()?
+                .symbols()
+                .any(|symbol| symbol.is_definition() && !symbol.is_weak() && symbol.name() == Ok(abi::MAIN_SYMBOL))),
+        }
+    }
+
+    /// Whether an ELF symbol is a global variable or function the image defines (for a cubin, its own kinds of
+    /// symbol too).
+    fn is_defined_global(&self, symbol: &object::Symbol<'_, '_>) -> bool {
+        match self.kind {
+            ImageKind::Cubin => cubin::is_defined_global(symbol),
+            _ => symbol.is_definition() && symbol.is_global(),
         }
     }
 
@@ -361,10 +409,16 @@ mod tests {
 )
 { ret; }
 .visible .entry _start(
-	.param .align 8 .b8 _start_param_0[32]
+	.param .align 8 .b8 _start_param_0[40]
 )
 { ret; }
 .visible .entry _end(.param .u64 _end_param_0)
+{ ret; }
+.visible .func  (.param .b32 func_retval0) main(
+	.param .b32 main_param_0
+)
+{ ret; }
+.weak .func  (.param .b32 func_retval0) weak_function()
 { ret; }
 "#;
 
@@ -380,20 +434,63 @@ mod tests {
     #[test]
     fn ptx_globals_are_the_visible_ones() {
         let names = image(PTX.as_bytes()).unwrap().global_symbols().unwrap();
-        assert_eq!(names, ["__init_array_object_ctor_101", "__init_array_start", "table", "_begin", "_start", "_end"]);
+        assert_eq!(
+            names,
+            ["__init_array_object_ctor_101", "__init_array_start", "table", "_begin", "_start", "_end", "main"]
+        );
+    }
+
+    #[test]
+    fn main_counts_only_as_an_exported_strong_definition() {
+        assert!(image(PTX.as_bytes()).unwrap().defines_main().unwrap());
+        let weak = PTX.replace(
+            ".visible .func  (.param .b32 func_retval0) main(",
+            ".weak .func  (.param .b32 func_retval0) main(",
+        );
+        assert!(!image(weak.as_bytes()).unwrap().defines_main().unwrap());
+        // C's `main` is internal after the link, and still the program's.
+        let internal =
+            PTX.replace(".visible .func  (.param .b32 func_retval0) main(", ".func  (.param .b32 func_retval0) main(");
+        assert!(image(internal.as_bytes()).unwrap().defines_main().unwrap());
+        let declared = PTX.replace(
+            ".visible .func  (.param .b32 func_retval0) main(",
+            ".extern .func  (.param .b32 func_retval0) main(",
+        );
+        assert!(!image(declared.as_bytes()).unwrap().defines_main().unwrap());
+        // clang gives AMDGPU functions hidden visibility: a local `main` is the program's.
+        let amd = include_bytes!("../tests/fixtures/startup-abi.gfx90a.elf");
+        assert!(image(amd).unwrap().defines_main().unwrap());
+        let mut renamed = amd.to_vec();
+        let at = renamed.windows(6).position(|w| w == b"\0main\0").expect("`main` in the string table") + 1;
+        renamed[at..at + 4].copy_from_slice(b"niam");
+        assert!(!image(&renamed).unwrap().defines_main().unwrap());
+    }
+
+    #[test]
+    fn initialized_globals_are_read_from_ptx_and_elf() {
+        let globals = image(PTX.as_bytes()).unwrap().initialized_globals("__init_array_object_").unwrap();
+        let problem = "global `__init_array_object_ctor_101` is not a byte array (`.b8`)".to_owned();
+        assert_eq!(globals, [("__init_array_object_ctor_101".to_owned(), Err(problem))]);
+        let bytes = PTX.replace(".b8 table[16];", ".b8 table[3] = {7, 0x8, 9};");
+        let globals = image(bytes.as_bytes()).unwrap().initialized_globals("tab").unwrap();
+        assert_eq!(globals, [("table".to_owned(), Ok(vec![7, 8, 9]))]);
+        // In a linked code object, a symbol's bytes are found through its section's address.
+        let amd = image(include_bytes!("../tests/fixtures/rust-fields.gfx90a.elf")).unwrap();
+        let globals = amd.initialized_globals("FIXTURE_BYTES").unwrap();
+        assert_eq!(globals, [("FIXTURE_BYTES".to_owned(), Ok(b"bytes".to_vec()))]);
     }
 
     #[test]
     fn ptx_kernels_have_their_parameter_sizes() {
         let kernels = image(PTX.as_bytes()).unwrap().kernel_signatures().unwrap();
         let sizes: Vec<_> = kernels.iter().map(|k| (k.name.as_str(), k.param_sizes.clone())).collect();
-        assert_eq!(sizes, [("_begin", vec![56]), ("_start", vec![32]), ("_end", vec![8])]);
+        assert_eq!(sizes, [("_begin", vec![56]), ("_start", vec![40]), ("_end", vec![8])]);
         image(PTX.as_bytes()).unwrap().check_startup_abi().unwrap();
     }
 
     #[test]
     fn a_kernel_with_the_wrong_parameters_fails_the_check() {
-        let wrong = PTX.replace("_start_param_0[32]", "_start_param_0[24]");
+        let wrong = PTX.replace("_start_param_0[40]", "_start_param_0[24]");
         let error = image(wrong.as_bytes()).unwrap().check_startup_abi().unwrap_err().to_string();
         assert!(error.contains("kernel `_start` takes parameters of [24] bytes"), "{error}");
     }
@@ -456,7 +553,7 @@ mod tests {
 
     #[test]
     fn ptx_parameter_sizes_do_not_overflow() {
-        let huge = PTX.replace(".b8 _start_param_0[32]", ".b64 _start_param_0[3000000000000000000]");
+        let huge = PTX.replace(".b8 _start_param_0[40]", ".b64 _start_param_0[3000000000000000000]");
         let error = image(huge.as_bytes()).unwrap().check_startup_abi().unwrap_err().to_string();
         assert!(error.contains("cannot read parameter"), "{error}");
     }

@@ -24,7 +24,8 @@ pub mod server;
 pub mod setup;
 pub mod status;
 pub mod target;
+pub mod test_list;
 
 pub use error::LoaderError;
-pub use run::{RunOptions, RunReport, install_signal_handlers, run};
+pub use run::{RunOptions, RunReport, install_signal_handlers, run, run_image};
 pub use status::RunStatus;

@@ -87,6 +87,25 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
     number.checked_mul(1 << shift).ok_or_else(|| format!("`{text}` is more bytes than 2^64"))
 }
 
+/// How many threads panicked, when the startup's own message (the first thread's) does not say enough.
+fn report_panics(report: &gpu_loader::RunReport) {
+    let panic_ended_it =
+        report.status == gpu_loader::RunStatus::Exited(startup_common::startup::PANIC_EXIT_CODE.into());
+    match (report.panicked_threads, report.finished) {
+        (0 | 1, true) | (0, false) => {}
+        (count, true) => eprintln!("gpu-loader: {count} threads panicked"),
+        (count, false) if panic_ended_it => eprintln!(
+            "gpu-loader: at least {count} thread{} panicked; threads still running {:?} after the first panic were \
+             stopped",
+            if count == 1 { "" } else { "s" },
+            gpu_loader::run::PANIC_GRACE
+        ),
+        (count, false) => {
+            eprintln!("gpu-loader: at least {count} thread{} panicked", if count == 1 { "" } else { "s" })
+        }
+    }
+}
+
 /// The message with its line breaks escaped: a path or a driver message may hold one, and the error is one line.
 fn one_line(message: &str) -> String {
     message.replace('\r', "\\r").replace('\n', "\\n")
@@ -119,7 +138,16 @@ fn main() {
     options.teardown = false;
 
     let code = match gpu_loader::install_signal_handlers().and_then(|()| run(&options)) {
-        Ok(report) => report.exit_code(),
+        Ok(report) => {
+            if report.status == gpu_loader::RunStatus::TimedOut {
+                eprintln!(
+                    "gpu-loader: the program ran past its {:?} timeout and was stopped",
+                    options.timeout.unwrap_or_default()
+                );
+            }
+            report_panics(&report);
+            report.exit_code()
+        }
         Err(error) => {
             eprintln!("gpu-loader: {}", one_line(&error.to_string()));
             error_exit_code(&error)

@@ -373,7 +373,7 @@ fn an_amd_code_object_whose_kernels_take_a_pointer() {
 fn kernels_with_the_wrong_parameters() {
     let dir = scratch("wrong-params");
     let cases = [
-        ("_start_param_0[32]", "_start_param_0[24]", "kernel `_start` takes parameters of [24] bytes", "32 bytes"),
+        ("_start_param_0[40]", "_start_param_0[24]", "kernel `_start` takes parameters of [24] bytes", "40 bytes"),
         (".b8 _begin_param_0[56]", ".u64 _begin_param_0", "kernel `_begin` takes parameters of [8] bytes", "56 bytes"),
         (
             "_end_param_0[8]\n",
@@ -390,7 +390,7 @@ fn kernels_with_the_wrong_parameters() {
         run(loader([&image])).fails_with(&[words, &format!("the startup ABI passes one of {expected}")]);
     }
     // A parameter list the loader cannot read.
-    let ptx = min_ptx().replace("_start_param_0[32]", "_start_param_0[x]");
+    let ptx = min_ptx().replace("_start_param_0[40]", "_start_param_0[x]");
     let image = write(&dir, "unreadable.ptx", ptx);
     run(loader([&image])).fails_with(&["cannot read parameter", "of `_start`"]);
     let ptx = min_ptx().replace("_end_param_0[8]\n)", "_end_param_0[8]\n");

@@ -86,6 +86,9 @@ impl Backend for StandIn {
     fn resource_usage(&self, _: Kernel) -> Result<ResourceUsage> {
         Ok(ResourceUsage::default())
     }
+    fn global_address(&mut self, _: &str) -> Result<u64> {
+        Ok(0)
+    }
 }
 
 impl Drop for StandIn {
@@ -332,6 +335,9 @@ impl Backend for Tight {
         unreachable!("only the heap is reserved")
     }
     fn resource_usage(&self, _: Kernel) -> Result<ResourceUsage> {
+        unreachable!("only the heap is reserved")
+    }
+    fn global_address(&mut self, _: &str) -> Result<u64> {
         unreachable!("only the heap is reserved")
     }
 }
