@@ -15,6 +15,7 @@ pub mod args;
 pub mod ctors;
 pub mod cuda;
 pub mod error;
+pub mod harness;
 pub mod hsa;
 pub mod image;
 pub mod launch;
