@@ -1,6 +1,6 @@
 //! `gpu-loader [OPTIONS] IMAGE [ARGS]...`: runs a GPU program like an ordinary program. Its exit code is the
-//! program's; the table of exit codes is in `docs/failures.md`. An image with tests (a test binary) runs its tests instead, and then ARGS are
-//! libtest's options (`gpu_loader::harness`; `docs/testing-your-code.md`).
+//! program's; the table of exit codes is in `docs/failures.md`. An image with tests (a test binary) runs its tests
+//! instead, and then ARGS are libtest's options (`gpu_loader::harness`; `docs/testing-your-code.md`).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -102,7 +102,7 @@ fn run_or_test(options: &RunOptions, device: Option<usize>, args: &[OsString]) -
     let image = Image::read(&options.image)?;
     let tests = gpu_loader::test_list::read(&image)?;
     if !tests.is_empty() {
-        return Ok(harness::run(options, device, tests, args));
+        return Ok(harness::run(options, device, image.kind.platform(), tests, args));
     }
     gpu_loader::install_signal_handlers()?;
     let report = run_image(options, &image, started)?;

@@ -25,6 +25,7 @@ use libtest_mimic::{Arguments, Failed, Trial};
 use self::child::{ProcessWorker, WorkerCommand};
 use self::pool::{Pool, Spawn};
 use self::protocol::RunRequest;
+use crate::image::Platform;
 use crate::run::RunOptions;
 use crate::status::{LOADER_ERROR_EXIT_CODE, USAGE_EXIT_CODE};
 use crate::test_list::TestCase;
@@ -43,9 +44,15 @@ pub fn parse_arguments(image: &std::path::Path, args: &[OsString]) -> Result<Arg
     Arguments::try_parse_from(std::iter::once(image.as_os_str().to_owned()).chain(args))
 }
 
-/// Runs (or lists) the tests of the test binary `options.image`; returns the exit code. `device` pins one GPU;
-/// otherwise the tests spread over all of them.
-pub fn run(options: &RunOptions, device: Option<usize>, tests: Vec<TestCase>, args: &[OsString]) -> i32 {
+/// Runs (or lists) the tests of the test binary `options.image` for `platform`; returns the exit code. `device`
+/// pins one GPU; otherwise the tests spread over all of them (under nextest, see [`nextest_device`]).
+pub fn run(
+    options: &RunOptions,
+    device: Option<usize>,
+    platform: Platform,
+    tests: Vec<TestCase>,
+    args: &[OsString],
+) -> i32 {
     let mut arguments = match parse_arguments(&options.image, args) {
         Ok(arguments) => arguments,
         Err(error) => {
@@ -66,6 +73,7 @@ pub fn run(options: &RunOptions, device: Option<usize>, tests: Vec<TestCase>, ar
             );
         }
         if selected > 0 {
+            let device = device.or_else(|| nextest_device(platform));
             let first = device.unwrap_or(0);
             let command = worker_command(options);
             let (worker, gpus) = match ProcessWorker::start(&command, first) {
@@ -92,6 +100,18 @@ pub fn run(options: &RunOptions, device: Option<usize>, tests: Vec<TestCase>, ar
     // waiting for a test exits.
     drop(runner);
     if conclusion.has_failed() { TEST_FAILED_EXIT_CODE } else { 0 }
+}
+
+/// The GPU for a test that nextest runs in a test group: nextest runs each test in a process of its own, and numbers
+/// the tests of a group that run at once from 0 (`NEXTEST_TEST_GROUP_SLOT`); slot `n` takes GPU `n` modulo the
+/// GPUs found, so a group with as many threads as GPUs keeps one test on each. NVIDIA only: for AMD (and outside a
+/// group) the tests take GPU 0 unless `--device` says otherwise.
+pub fn nextest_device(platform: Platform) -> Option<usize> {
+    let slot: usize = std::env::var("NEXTEST_TEST_GROUP_SLOT").ok()?.parse().ok()?;
+    match platform {
+        Platform::Cuda => crate::cuda::init_driver().ok().map(|gpus| slot % gpus.max(1) as usize),
+        Platform::Hsa => None,
+    }
 }
 
 /// What the trials share once the tests run.
