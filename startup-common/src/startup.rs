@@ -150,15 +150,16 @@ impl<G: Gpu> Runtime<G> {
         if self.exiting.load(Ordering::Relaxed) || !self.constructed.load(Ordering::Relaxed) {
             return;
         }
-        let entry = if args.test.is_null() {
-            main
+        // Two call sites rather than one through a chosen pointer: a program's `main` stays a direct call, which LTO
+        // may inline into `_start`.
+        let status = if args.test.is_null() {
+            // SAFETY: the program provides `main` with C's prototype; the arguments come from the loader.
+            unsafe { main(args.argc, args.argv, args.envp) }
         } else {
             // SAFETY: the loader passes the address of a `__gpu_test_entry_*` global of this image, which holds a
-            // function with `main`'s prototype (`gpu_test!` defines both).
-            unsafe { args.test.read() }
+            // function with `main`'s prototype (`gpu_test!` defines both); the arguments come from the loader.
+            unsafe { args.test.read()(args.argc, args.argv, args.envp) }
         };
-        // SAFETY: `main` and test trampolines have C's `main` prototype; the arguments come from the loader.
-        let status = unsafe { entry(args.argc, args.argv, args.envp) };
         // Relaxed is enough: the end of the kernel orders this before `_end` reads it.
         // SAFETY: `result` is a device allocation the loader made for exactly this word.
         unsafe { AtomicI32::from_ptr(args.result) }.fetch_or(status, Ordering::Relaxed);
