@@ -151,9 +151,9 @@ pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
     }
     if gpus.none() {
         println!(
-            "xtask: GPU suite SKIPPED: no GPU on this machine (no NVIDIA driver with a device, no /dev/kfd). \
-             Everything else was built and tested; run `cargo xtask test` on a GPU machine, or carry \
-             `cargo xtask bundle` there."
+            "xtask: GPU suite SKIPPED: no GPU on this machine (no NVIDIA driver with a device, no /dev/kfd); only \
+             its cases that need no GPU ran. Everything else was built and tested; run `cargo xtask test` on a GPU \
+             machine, or carry `cargo xtask bundle` there."
         );
     }
     if !failed.is_empty() {
