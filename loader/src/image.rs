@@ -149,16 +149,19 @@ impl Image {
         }
     }
 
-    /// Whether the image defines `main` itself: a definition that is not weak. The startup's weak default (for
-    /// test binaries, which need no `main`) does not count.
-    pub fn defines_main(&self) -> Result<bool> {
-        match self.kind {
-            ImageKind::Ptx => Ok(ptx::defines_strong_function(self.ptx_text()?, abi::MAIN_SYMBOL)),
-            ImageKind::Cubin | ImageKind::AmdCodeObject => Ok(self
+    /// Whether the image shows that it has no `main` of its own: no definition of `main` that is not weak (the
+    /// startup's weak default, for test binaries, does not count). A linked cubin cannot show it: nvlink drops the
+    /// functions that ptxas inlined everywhere, `main` among them.
+    pub fn lacks_own_main(&self) -> Result<bool> {
+        let defined = match self.kind {
+            ImageKind::Ptx => ptx::defines_strong_function(self.ptx_text()?, abi::MAIN_SYMBOL),
+            ImageKind::Cubin if !self.is_relocatable()? => return Ok(false),
+            ImageKind::Cubin | ImageKind::AmdCodeObject => self
                 .elf()?
                 .symbols()
-                .any(|symbol| symbol.is_definition() && !symbol.is_weak() && symbol.name() == Ok(abi::MAIN_SYMBOL))),
-        }
+                .any(|symbol| symbol.is_definition() && !symbol.is_weak() && symbol.name() == Ok(abi::MAIN_SYMBOL)),
+        };
+        Ok(!defined)
     }
 
     /// Whether an ELF symbol is a global variable or function the image defines (for a cubin, its own kinds of
@@ -441,29 +444,29 @@ mod tests {
     }
 
     #[test]
-    fn main_counts_only_as_an_exported_strong_definition() {
-        assert!(image(PTX.as_bytes()).unwrap().defines_main().unwrap());
+    fn main_counts_only_as_a_strong_definition() {
+        assert!(!image(PTX.as_bytes()).unwrap().lacks_own_main().unwrap());
         let weak = PTX.replace(
             ".visible .func  (.param .b32 func_retval0) main(",
             ".weak .func  (.param .b32 func_retval0) main(",
         );
-        assert!(!image(weak.as_bytes()).unwrap().defines_main().unwrap());
+        assert!(image(weak.as_bytes()).unwrap().lacks_own_main().unwrap());
         // C's `main` is internal after the link, and still the program's.
         let internal =
             PTX.replace(".visible .func  (.param .b32 func_retval0) main(", ".func  (.param .b32 func_retval0) main(");
-        assert!(image(internal.as_bytes()).unwrap().defines_main().unwrap());
+        assert!(!image(internal.as_bytes()).unwrap().lacks_own_main().unwrap());
         let declared = PTX.replace(
             ".visible .func  (.param .b32 func_retval0) main(",
             ".extern .func  (.param .b32 func_retval0) main(",
         );
-        assert!(!image(declared.as_bytes()).unwrap().defines_main().unwrap());
+        assert!(image(declared.as_bytes()).unwrap().lacks_own_main().unwrap());
         // clang gives AMDGPU functions hidden visibility: a local `main` is the program's.
         let amd = include_bytes!("../tests/fixtures/startup-abi.gfx90a.elf");
-        assert!(image(amd).unwrap().defines_main().unwrap());
+        assert!(!image(amd).unwrap().lacks_own_main().unwrap());
         let mut renamed = amd.to_vec();
         let at = renamed.windows(6).position(|w| w == b"\0main\0").expect("`main` in the string table") + 1;
         renamed[at..at + 4].copy_from_slice(b"niam");
-        assert!(!image(&renamed).unwrap().defines_main().unwrap());
+        assert!(image(&renamed).unwrap().lacks_own_main().unwrap());
     }
 
     #[test]

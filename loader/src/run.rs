@@ -191,7 +191,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport> {
 /// defines no `main` is refused: a test binary runs through the test runner (`harness`).
 pub fn run_image(options: &RunOptions, image: &Image, started: Instant) -> Result<RunReport> {
     image.check_startup_abi()?;
-    if !image.defines_main()? {
+    if image.lacks_own_main()? {
         return Err(LoaderError::BadImage {
             path: image.path.clone(),
             problem: "defines neither `main` nor tests: a program needs a `main`, a test binary registers its tests \

@@ -71,7 +71,7 @@ pub fn check_images(images: &[BuiltImage]) -> Result<()> {
             image.check_startup_abi()?;
             gpu_loader::ctors::ConstructorTable::of(&image)?;
             let tests = gpu_loader::test_list::read(&image)?;
-            if tests.is_empty() && !image.defines_main()? {
+            if tests.is_empty() && image.lacks_own_main()? {
                 bail!("{}: defines neither `main` nor tests", path.display());
             }
             checked += 1;

@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = image.is_relocatable();
         let _ = ConstructorTable::of(&image);
         let _ = gpu_loader::test_list::read(&image);
-        let _ = image.defines_main();
+        let _ = image.lacks_own_main();
     }
     if let Ok(metadata) = CodeObjectMetadata::read(data) {
         check(&metadata);
