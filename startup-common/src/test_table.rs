@@ -31,9 +31,27 @@ use core::ffi::c_int;
 /// The prefix of every test-table global; the bitcode linker keeps globals with it visible.
 pub const PREFIX: &str = "__gpu_test_";
 /// The prefix of a test's entry global: the address of its trampoline.
-pub const ENTRY_PREFIX: &str = "__gpu_test_entry_";
+pub const ENTRY_PREFIX: &str = crate::__gpu_test_entry_prefix!();
 /// The prefix of a test's metadata global: [`encode`]d bytes.
-pub const META_PREFIX: &str = "__gpu_test_meta_";
+pub const META_PREFIX: &str = crate::__gpu_test_meta_prefix!();
+
+/// [`ENTRY_PREFIX`] as a literal, for `concat!` in [`gpu_test!`](crate::gpu_test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gpu_test_entry_prefix {
+    () => {
+        "__gpu_test_entry_"
+    };
+}
+
+/// [`META_PREFIX`] as a literal, for `concat!` in [`gpu_test!`](crate::gpu_test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gpu_test_meta_prefix {
+    () => {
+        "__gpu_test_meta_"
+    };
+}
 
 /// The encoding's version, its first byte.
 pub const VERSION: u8 = 1;
@@ -308,6 +326,10 @@ pub fn decode(bytes: &[u8]) -> Result<TestSpec<'_>, DecodeError> {
 
 /// What a test function may return: `()`, or `Result<(), E>` with `E: Debug` (an `Err` fails the test, as under
 /// libtest). [`gpu_test!`](crate::gpu_test)'s trampoline turns it into the thread's `main` result.
+#[diagnostic::on_unimplemented(
+    message = "a GPU test returns `()` or `Result<(), E>` with `E: Debug`, not `{Self}`",
+    label = "this test's result"
+)]
 pub trait TestResult {
     /// 0 for a pass; otherwise prints why on stderr and returns non-zero.
     fn status(self) -> c_int;
@@ -334,29 +356,26 @@ impl<E: core::fmt::Debug> TestResult for Result<(), E> {
     }
 }
 
-/// Registers a test: `gpu_test!(function)` or `gpu_test!(function, option, ...)`, where `function` is a `fn()` or a
-/// `fn() -> Result<(), E: Debug>` in scope, and each option is one of [`TestSpec`]'s builders:
-/// `ignore`, `should_panic`, `should_panic_with("text")`, `threads(n)`, `threads_xyz(x, y, z)`, `blocks(n)`,
-/// `blocks_xyz(x, y, z)`, `timeout(seconds)`, `timeout_ms(ms)`.
+/// Registers a test: `gpu_test!("ID", function)` or `gpu_test!("ID", function, option, ...)`, where `function` is a
+/// `fn()` or a `fn() -> Result<(), E: Debug>` in scope, `ID` makes the test's symbols unique in the binary, and each
+/// option is one of [`TestSpec`]'s builders: `ignore`, `should_panic`, `should_panic_with("text")`, `threads(n)`,
+/// `threads_xyz(x, y, z)`, `blocks(n)`, `blocks_xyz(x, y, z)`, `timeout(seconds)`, `timeout_ms(ms)`.
+///
+/// Programs write `#[gpu_startup::test]`, which checks the function and its options, picks the `ID` (the function's
+/// name and a hash of where it is) and expands to this:
 ///
 /// ```ignore
-/// fn warp_sum_is_496() {
-///     let lane = startup_nvptx::Target::lane_id();
-///     assert_eq!(warp_sum(lane), 496);
-/// }
-/// startup_common::gpu_test!(warp_sum_is_496, threads(32), timeout(5));
+/// startup_common::gpu_test!("warp_sum_is_496_c0ffee0123456789", warp_sum_is_496, threads(32), timeout(5));
 /// ```
 ///
 /// The test's name is its module path without the crate, then the function (`tests::warp_sum_is_496`), as libtest
 /// names tests. It expands to a trampoline with `main`'s prototype that calls the function, and the two globals of
-/// the [test table](crate::test_table). Off the GPU it only checks the function's type and the options.
-///
-/// Symbols are told apart by the function's name and the line and column of the invocation; two tests of one
-/// binary with the same function name, registered at the same line and column of different files, collide at link
-/// time (an error, never a wrong table).
+/// the [test table](crate::test_table), `__gpu_test_entry_ID` and `__gpu_test_meta_ID` (two tests with one `ID`
+/// collide at link time: an error, never a wrong table). Off the GPU it only checks the function's type and the
+/// options.
 #[macro_export]
 macro_rules! gpu_test {
-    ($function:ident $(, $option:ident $( ( $($argument:expr),* $(,)? ) )? )* $(,)?) => {
+    ($id:literal, $function:ident $(, $option:ident $( ( $($argument:expr),* $(,)? ) )? )* $(,)?) => {
         const _: () = {
             const SPEC: $crate::test_table::TestSpec<'static> =
                 $crate::test_table::TestSpec::new(concat!(module_path!(), "::", stringify!($function)))
@@ -373,16 +392,12 @@ macro_rules! gpu_test {
 
             #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
             #[used]
-            #[unsafe(export_name = concat!(
-                "__gpu_test_entry_", stringify!($function), "_", line!(), "_", column!()
-            ))]
+            #[unsafe(export_name = concat!($crate::__gpu_test_entry_prefix!(), $id))]
             static ENTRY: $crate::MainFn = trampoline;
 
             #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
             #[used]
-            #[unsafe(export_name = concat!(
-                "__gpu_test_meta_", stringify!($function), "_", line!(), "_", column!()
-            ))]
+            #[unsafe(export_name = concat!($crate::__gpu_test_meta_prefix!(), $id))]
             static META: [u8; LEN] = SPEC.encode::<LEN>();
 
             #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
@@ -482,7 +497,12 @@ mod tests {
     }
 
     // On the host the macro only checks the function's type and the options; these must compile.
-    crate::gpu_test!(plain);
-    crate::gpu_test!(plain, threads(32), blocks_xyz(2, 2, 1), timeout(5), ignore);
-    crate::gpu_test!(fallible, should_panic_with("boom"), timeout_ms(250),);
+    crate::gpu_test!("plain_1", plain);
+    crate::gpu_test!("plain_2", plain, threads(32), blocks_xyz(2, 2, 1), timeout(5), ignore);
+    crate::gpu_test!("fallible_1", fallible, should_panic_with("boom"), timeout_ms(250),);
+
+    #[test]
+    fn every_table_global_has_the_common_prefix() {
+        assert!(ENTRY_PREFIX.starts_with(PREFIX) && META_PREFIX.starts_with(PREFIX));
+    }
 }
