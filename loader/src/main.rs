@@ -101,7 +101,7 @@ fn run_or_test(options: &RunOptions, device: Option<usize>, args: &[OsString]) -
     gpu_loader::launch::validate(&options.launch)?;
     let image = Image::read(&options.image)?;
     let tests = gpu_loader::test_list::read(&image)?;
-    if !tests.is_empty() {
+    if gpu_loader::test_list::is_test_binary(&image, &tests)? {
         return Ok(harness::run(options, device, image.kind.platform(), tests, args));
     }
     gpu_loader::install_signal_handlers()?;

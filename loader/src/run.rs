@@ -187,15 +187,15 @@ pub fn run(options: &RunOptions) -> Result<RunReport> {
     run_image(options, &image, started)
 }
 
-/// Runs the program in `image`, read from `options.image` (when the run `started`), to the end. An image that
-/// defines no `main` is refused: a test binary runs through the test runner (`harness`).
+/// Runs the program in `image`, read from `options.image` (when the run `started`), to the end. A test binary is
+/// refused: its tests run through the test runner (`harness`).
 pub fn run_image(options: &RunOptions, image: &Image, started: Instant) -> Result<RunReport> {
     image.check_startup_abi()?;
-    if image.lacks_own_main()? {
+    if crate::test_list::is_test_binary(image, &crate::test_list::read(image)?)? {
         return Err(LoaderError::BadImage {
             path: image.path.clone(),
-            problem: "defines neither `main` nor tests: a program needs a `main`, a test binary registers its tests \
-                      with `gpu_test!`"
+            problem: "is a test binary (it has tests, or no `main` of its own): `gpu-loader IMAGE [libtest options]` \
+                      runs its tests"
                 .into(),
         });
     }

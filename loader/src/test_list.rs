@@ -27,6 +27,12 @@ pub struct TestCase {
     pub entry_symbol: String,
 }
 
+/// Whether `image`, with `tests` its table, is a test binary: it has tests, or no `main` of its own (the startup's
+/// weak one only), as a test build without tests has (`#[gpu_startup::main]` leaves `main` out of test builds).
+pub fn is_test_binary(image: &Image, tests: &[TestCase]) -> Result<bool> {
+    Ok(!tests.is_empty() || image.lacks_own_main()?)
+}
+
 /// The image's tests, sorted by name (as libtest runs them); empty for an image that is not a test binary. A
 /// table that does not hold together is an error naming the global at fault.
 pub fn read(image: &Image) -> Result<Vec<TestCase>> {

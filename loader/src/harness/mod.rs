@@ -64,7 +64,7 @@ pub fn run(
     let trials: Vec<Trial> = tests.iter().map(|test| trial(test, options, &arguments, &runner)).collect();
     let selected = trials.iter().filter(|t| !arguments.is_filtered_out(t) && !arguments.is_ignored(t)).count();
     if !arguments.list {
-        if selected == 0 && trials.iter().all(|t| arguments.is_filtered_out(t)) {
+        if selected == 0 && !trials.is_empty() && trials.iter().all(|t| arguments.is_filtered_out(t)) {
             eprintln!(
                 "gpu-loader: no test of {} matches the filters ({} test{} in the binary)",
                 options.image.display(),

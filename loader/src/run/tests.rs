@@ -178,6 +178,15 @@ fn a_bad_port_count_is_an_error() {
     }
 }
 
+/// Through the library a test binary is refused as a program, before any GPU work: its tests run through the test
+/// runner.
+#[test]
+fn a_test_binary_is_not_run_as_a_program() {
+    let image = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tests-min.ptx");
+    let error = run(&RunOptions::new(&image)).unwrap_err().to_string();
+    assert!(error.ends_with("tests-min.ptx: is a test binary (it has tests, or no `main` of its own): `gpu-loader IMAGE [libtest options]` runs its tests"), "{error}");
+}
+
 /// A thread that stalls in the middle of a line while the kernels run is given up after the stall limit; the other
 /// threads' output and the exit still come, and the run, which lost a message, does not exit with 0.
 #[test]
