@@ -35,6 +35,20 @@ fn the_list_comes_from_the_image_alone() {
     assert_eq!(test_binary(&["--list", "--skip", "s"]).stdout, "not_ready: test\n");
 }
 
+/// `gpu-loader IMAGE --list | head -1`: the list goes to a pipe nobody reads, and the loader ends by SIGPIPE, as other
+/// commands do, never with a panic.
+#[test]
+fn a_list_into_a_closed_pipe_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let mut command = loader([fixture("tests-min.ptx")]);
+    command.arg("--list").stdout(writer).stderr(std::process::Stdio::piped());
+    let output = command.output().expect("gpu-loader runs");
+    assert_eq!(output.status.signal(), Some(13), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+}
+
 #[test]
 fn a_filter_that_matches_nothing_is_reported_and_not_a_failure() {
     for args in [&["nothing"][..], &["--exact", "add"], &["--skip", "a", "--skip", "s"]] {

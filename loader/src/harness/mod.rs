@@ -53,6 +53,10 @@ pub fn run(
     tests: Vec<TestCase>,
     args: &[OsString],
 ) -> i32 {
+    // libtest-mimic's report panics when stdout is a closed pipe (`gpu-loader IMAGE --list | head`); a test binary
+    // then ends as other commands do, quietly by SIGPIPE.
+    // SAFETY: restores the default disposition of one signal; no handler of the loader's is involved.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let mut arguments = match parse_arguments(&options.image, args) {
         Ok(arguments) => arguments,
         Err(error) => {
