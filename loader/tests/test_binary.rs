@@ -78,6 +78,8 @@ fn libtests_options_are_accepted() {
         &["--test-threads=1", "none"],
         &["-q", "none"],
         &["--format", "json", "none"],
+        &["--list", "--format", "terse", "--quiet"],
+        &["--quiet", "--format=terse", "none"],
         &["--include-ignored", "none"],
         &["-Z", "unstable-options", "none"],
     ] {

@@ -38,9 +38,14 @@ pub const DEFAULT_TEST_TIMEOUT: Duration = Duration::from_secs(60);
 pub const TEST_FAILED_EXIT_CODE: i32 = 101;
 
 /// Parses libtest's options as the test binary's command line (`args` after the image); clap's error on bad ones.
-/// `--no-capture`, libtest's newer spelling, means `--nocapture`.
+/// `--no-capture`, libtest's newer spelling, means `--nocapture`; `-q` (`--quiet`) with `--format` means the format,
+/// as libtest takes it (`cargo test -q` passes `--quiet` on), where libtest-mimic refuses the two together.
 pub fn parse_arguments(image: &std::path::Path, args: &[OsString]) -> Result<Arguments, clap::Error> {
-    let args = args.iter().map(|arg| if arg == "--no-capture" { OsString::from("--nocapture") } else { arg.clone() });
+    let has_format = args.iter().any(|arg| arg == "--format" || arg.as_encoded_bytes().starts_with(b"--format="));
+    let args = args
+        .iter()
+        .filter(|arg| !(has_format && (*arg == "-q" || *arg == "--quiet")))
+        .map(|arg| if arg == "--no-capture" { OsString::from("--nocapture") } else { arg.clone() });
     Arguments::try_parse_from(std::iter::once(image.as_os_str().to_owned()).chain(args))
 }
 
