@@ -75,7 +75,7 @@ impl GpuSetup {
         .envs(crate::toolchain::DEVICE_CARGO_ENV)
         .read()
         .with_context(|| format!("building {} for {} ({}) failed", manifest.display(), self.target, self.arch))?;
-        gpu_artifacts(&messages)
+        gpu_artifacts(&messages, what)
     }
 }
 
@@ -94,7 +94,7 @@ pub struct Artifact {
     /// The folder of the crate it was built from.
     pub crate_dir: PathBuf,
     pub image: PathBuf,
-    /// For a test binary of an integration test (`tests/NAME.rs`), `NAME`; `None` for a program or a crate's unit
+    /// For a test binary of an integration test (`NAME.rs` in the crate's `tests` folder), `NAME`; `None` for a program or a crate's unit
     /// tests.
     pub integration_test: Option<String>,
 }
@@ -110,9 +110,10 @@ impl Artifact {
     }
 }
 
-/// The images among cargo's JSON messages: each `bin` target's executable, each `cdylib`'s `.ptx` or `.elf`, and each
-/// test binary (`cargo test --no-run`).
-pub fn gpu_artifacts(messages: &str) -> Result<Vec<Artifact>> {
+/// The images of `what` among cargo's JSON messages: each `bin` target's executable and each `cdylib`'s `.ptx` or
+/// `.elf`, or each test binary (`cargo test --no-run`, which builds a crate's programs too, for its integration
+/// tests).
+pub fn gpu_artifacts(messages: &str, what: Images) -> Result<Vec<Artifact>> {
     let mut artifacts = Vec::new();
     for line in messages.lines().filter(|line| line.starts_with('{')) {
         let message: serde_json::Value =
@@ -122,6 +123,9 @@ pub fn gpu_artifacts(messages: &str) -> Result<Vec<Artifact>> {
         }
         let kinds = message["target"]["kind"].as_array().cloned().unwrap_or_default();
         let test_binary = message["profile"]["test"] == true;
+        if test_binary != (what == Images::Tests) {
+            continue;
+        }
         let image = if test_binary || kinds.iter().any(|kind| kind == "bin") {
             message["executable"].as_str().map(PathBuf::from)
         } else if kinds.iter().any(|kind| kind == "cdylib") {
@@ -177,23 +181,26 @@ mod tests {
 {"reason":"compiler-artifact","manifest_path":"/w/checks/Cargo.toml","target":{"kind":["lib"],"name":"checks"},"profile":{"test":false},"filenames":["/t/libchecks.rlib"],"executable":null}
 {"reason":"build-script-executed","package_id":"x"}
 {"reason":"build-finished","success":true}"#;
-        let artifacts = gpu_artifacts(messages).unwrap();
         let artifact = |dir: &str, image: &str, test: Option<&str>| Artifact {
             crate_dir: dir.into(),
             image: image.into(),
             integration_test: test.map(str::to_owned),
         };
+        let programs = gpu_artifacts(messages, Images::Programs).unwrap();
         assert_eq!(
-            artifacts,
+            programs,
+            [artifact("/w/hello", "/t/hello.ptx", None), artifact("/w/or-results", "/t/or_results.elf", None)]
+        );
+        let tests = gpu_artifacts(messages, Images::Tests).unwrap();
+        assert_eq!(
+            tests,
             [
-                artifact("/w/hello", "/t/hello.ptx", None),
-                artifact("/w/or-results", "/t/or_results.elf", None),
                 artifact("/w/checks", "/t/deps/checks-1.ptx", None),
-                artifact("/w/checks", "/t/deps/rpc-2.ptx", Some("rpc")),
+                artifact("/w/checks", "/t/deps/rpc-2.ptx", Some("rpc"))
             ]
         );
-        let names: Vec<String> = artifacts.iter().map(|artifact| artifact.program().unwrap()).collect();
+        let names: Vec<String> = programs.iter().chain(&tests).map(|artifact| artifact.program().unwrap()).collect();
         assert_eq!(names, ["hello", "or-results", "checks", "checks-rpc"]);
-        assert!(gpu_artifacts("{not json").is_err());
+        assert!(gpu_artifacts("{not json", Images::Programs).is_err());
     }
 }

@@ -133,9 +133,6 @@ pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
         crate::out_of_tree::check(sh, gpus)?;
     }
     let (loader, suite) = build_host_binaries(sh)?;
-    if !options.gpu_only {
-        crate::nextest::check(sh, &loader, &test_binaries(&images)?)?;
-    }
     let mut failed = Vec::new();
     for &target in &options.targets {
         let Some(dir) = images.iter().find(|i| i.target == target).and_then(|i| i.path.parent()) else { continue };
@@ -208,18 +205,6 @@ fn host_tests(sh: &Shell) -> Result<()> {
         println!("xtask: HSA bindings check skipped: /usr/include/hsa/hsa.h is not installed (libhsa-runtime-dev)");
     }
     Ok(())
-}
-
-/// The images that are test binaries, with their targets.
-fn test_binaries(images: &[BuiltImage]) -> Result<Vec<(GpuTarget, &Path)>> {
-    let mut binaries = Vec::new();
-    for built in images {
-        let image = gpu_loader::image::Image::read(&built.path)?;
-        if !gpu_loader::test_list::read(&image)?.is_empty() {
-            binaries.push((built.target, built.path.as_path()));
-        }
-    }
-    Ok(binaries)
 }
 
 fn target_names(targets: &[GpuTarget]) -> String {
