@@ -100,6 +100,9 @@ fn run_or_test(options: &RunOptions, device: Option<usize>, args: &[OsString]) -
     let started = Instant::now();
     gpu_loader::launch::validate(&options.launch)?;
     let image = Image::read(&options.image)?;
+    // Checked before anything else, a test binary's list included: an image the startup cannot run has no tests.
+    image.check_startup_abi()?;
+    gpu_loader::ctors::ConstructorTable::of(&image)?;
     let tests = gpu_loader::test_list::read(&image)?;
     if gpu_loader::test_list::is_test_binary(&image, &tests)? {
         return Ok(harness::run(options, device, image.kind.platform(), tests, args));
