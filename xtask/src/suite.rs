@@ -260,11 +260,15 @@ pub fn run(sh: &Shell, program: &str, gpu_arch: Option<String>, loader_args: &[S
 
 /// `cargo xtask bundle`: a folder that runs the GPU suite on an x86-64 Linux GPU machine without Rust. With
 /// `max_size` (bytes), fails when the folder comes out larger, for copies that have a limit.
-pub fn bundle(sh: &Shell, out: &Path, gpu_arch: Option<String>, max_size: Option<u64>) -> Result<()> {
-    let images = build::build(
-        sh,
-        &BuildOptions { targets: GpuTarget::ALL.to_vec(), gpu_arch, release: true, programs: Vec::new() },
-    )?;
+pub fn bundle(
+    sh: &Shell,
+    out: &Path,
+    targets: &[GpuTarget],
+    gpu_arch: Option<String>,
+    max_size: Option<u64>,
+) -> Result<()> {
+    let images =
+        build::build(sh, &BuildOptions { targets: targets.to_vec(), gpu_arch, release: true, programs: Vec::new() })?;
     check_images(&images)?;
     crate::out_of_tree::check(sh, Gpus::detect())?;
     let (loader, suite) = build_host_binaries(sh)?;
@@ -277,7 +281,7 @@ pub fn bundle(sh: &Shell, out: &Path, gpu_arch: Option<String>, max_size: Option
     for binary in [&loader, &suite, &bench] {
         std::fs::copy(binary, bin.join(binary.file_name().expect("a file")))?;
     }
-    for target in GpuTarget::ALL {
+    for &target in targets {
         let Some(dir) = images.iter().find(|i| i.target == target).and_then(|i| i.path.parent()) else { continue };
         let dest = out.join("images").join(target.name());
         std::fs::create_dir_all(&dest)?;
