@@ -1,7 +1,8 @@
 //! nextest on the out-of-tree crate's test binaries, without a GPU: `cargo nextest list`, which runs `gpu-loader IMAGE
 //! --list --format terse` (and `--ignored`) through the crate's runner, must list the tests that `cargo test --
-//! --list` lists, the ignored ones marked, and `--partition hash:M/N` must split them into disjoint parts that add up
-//! to them (`docs/testing-your-code.md`, *With nextest*).
+//! --list` lists, the ignored ones marked; `--partition hash:M/N` must split them into disjoint parts that add up to
+//! them; and an archive (`cargo nextest archive`) must list the same, as a GPU machine without Rust would
+//! (`docs/testing-your-code.md`, *With nextest*).
 
 use std::collections::BTreeSet;
 use std::process::Output;
@@ -13,8 +14,14 @@ use serde_json::Value;
 const PARTITIONS: usize = 3;
 
 /// Checks nextest's list of the crate's tests through `cargo` (which runs `cargo ARGS` in the crate) against `tests`
-/// (their names) of which `ignored` are ignored; says so and returns when cargo-nextest is not installed.
-pub fn check(cargo: &dyn Fn(&[&str]) -> Result<Output>, tests: &[String], ignored: &[String]) -> Result<()> {
+/// (their names) of which `ignored` are ignored, archiving them into `archive`; says so and returns when
+/// cargo-nextest is not installed.
+pub fn check(
+    cargo: &dyn Fn(&[&str]) -> Result<Output>,
+    tests: &[String],
+    ignored: &[String],
+    archive: &std::path::Path,
+) -> Result<()> {
     if !cargo(&["nextest", "--version"]).is_ok_and(|output| output.status.success()) {
         println!("xtask: nextest check SKIPPED: cargo-nextest is not installed (`cargo install cargo-nextest`)");
         return Ok(());
@@ -43,9 +50,18 @@ pub fn check(cargo: &dyn Fn(&[&str]) -> Result<Output>, tests: &[String], ignore
         }
     }
     ensure!(parts == expected, "the {PARTITIONS} partitions hold {parts:?}, not {expected:?}");
+    let archive = archive.to_str().context("an archive path that is not UTF-8")?;
+    let archived = cargo(&["nextest", "archive", "--archive-file", archive])?;
+    ensure!(
+        archived.status.success(),
+        "`cargo nextest archive` failed:\n{}",
+        String::from_utf8_lossy(&archived.stderr)
+    );
+    let from_archive = list(&["--archive-file", archive, "--workspace-remap", "."])?;
+    ensure!(from_archive == expected, "nextest lists {from_archive:?} from the archive, not {expected:?}");
     println!(
-        "xtask: nextest lists the out-of-tree crate's {} tests ({} ignored) through gpu-loader and partitions them \
-         {PARTITIONS} ways",
+        "xtask: nextest lists the out-of-tree crate's {} tests ({} ignored) through gpu-loader, partitions them \
+         {PARTITIONS} ways, and lists them from an archive",
         expected.len(),
         ignored.len()
     );

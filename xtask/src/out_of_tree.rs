@@ -122,7 +122,12 @@ fn check_in(sh: &Shell, dir: &Path, tools: &Path, pages: &Pages, gpus: crate::su
         images.push(copy_out(target, &built, NAME, &program_expectations(&pages.run_stdout))?);
         images.extend(check_tests(&cargo, target, pages)?);
     }
-    crate::nextest::check(&cargo, &listed(&cargo, &["--format", "terse"])?, &listed(&cargo, &["--ignored"])?)?;
+    crate::nextest::check(
+        &cargo,
+        &listed(&cargo, &["--format", "terse"])?,
+        &listed(&cargo, &["--ignored"])?,
+        &root.join("target/out-of-tree/nextest-archive.tar.zst"),
+    )?;
 
     // `cargo run` and `cargo test` run the images through the runner, `gpu-loader`: on this machine's GPU if it has
     // one.
