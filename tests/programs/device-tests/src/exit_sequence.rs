@@ -90,8 +90,9 @@ fn count_run() {
     RAN.fetch_add(1, Ordering::Relaxed);
 }
 
-/// 48 threads register a handler each at once: the registry's lock lets each in, and every one runs at exit.
-#[gpu_startup::test(threads = 48)]
+/// 48 threads register a handler each at once: the registry's lock lets each in, and every one runs at exit. Each
+/// thread is a block of its own: the lock is a spin lock, which lanes of one AMD wavefront cannot take in turn.
+#[gpu_startup::test(blocks = 48)]
 fn handlers_registered_at_once_all_run() {
     process::atexit(count_run).expect("room for 48 handlers");
     REGISTERED_AT_ONCE.fetch_add(1, Ordering::Relaxed);
