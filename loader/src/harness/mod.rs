@@ -136,13 +136,16 @@ const ANSWER_SLACK: Duration = Duration::from_secs(30);
 /// How workers start: this very binary, with the loader options that apply to every test.
 fn worker_command(options: &RunOptions) -> WorkerCommand {
     let program = std::env::current_exe().unwrap_or_else(|_| "gpu-loader".into());
-    let args = vec![
+    let mut args: Vec<OsString> = vec![
         "--test-worker".into(),
         "--rpc-ports".into(),
         options.rpc_ports.to_string().into(),
         "--stack-size".into(),
         options.stack_size.to_string().into(),
     ];
+    if let Some(bytes) = options.heap_size {
+        args.extend(["--heap-size".into(), bytes.to_string().into()]);
+    }
     WorkerCommand { program, args, image: options.image.clone(), answer_slack: ANSWER_SLACK }
 }
 
@@ -185,4 +188,20 @@ fn trial(test: &TestCase, options: &RunOptions, arguments: &Arguments, runner: &
         Err(Failed::from(verdict::failure_message(&output, &reason)))
     })
     .with_ignored_flag(test.ignore)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_get_the_loader_options_that_apply_to_every_test() {
+        let mut options = RunOptions::new("tests.ptx");
+        options.rpc_ports = 5;
+        options.stack_size = 16384;
+        let args = |options: &RunOptions| worker_command(options).args;
+        assert_eq!(args(&options), ["--test-worker", "--rpc-ports", "5", "--stack-size", "16384"]);
+        options.heap_size = Some(1 << 20);
+        assert_eq!(args(&options)[5..], ["--heap-size", "1048576"]);
+    }
 }
