@@ -1,10 +1,5 @@
-//! Rust's `alloc` with no set-up: `Vec`, `String`, `format!`, `Box`, `BTreeMap` and an over-aligned type, from
-//! every thread of the grid at once. Each thread checks what it built and returns 1 on a mismatch (so the exit code
-//! says whether all were right); thread 0 of each block prints a line that `format!` built.
-#![no_std]
-#![no_main]
-
-extern crate alloc;
+//! Rust's `alloc` on the startup's global allocator, with no set-up: `Vec`, `String`, `format!`, `Box`, `BTreeMap`
+//! and an over-aligned type, from every thread of a grid at once. Each test's launch starts with a fresh heap.
 
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
@@ -12,7 +7,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use gpu_startup::{block, println, thread};
+use gpu_startup::thread;
 
 /// Aligned to more than any block's natural alignment below 512 bytes.
 #[repr(C, align(512))]
@@ -65,16 +60,11 @@ fn build_and_check(t: u32) -> Result<(), String> {
     Ok(())
 }
 
-#[gpu_startup::main]
-fn main() -> i32 {
+/// 2,048 threads build and check their values at once; a thread that finds one wrong names it.
+#[gpu_startup::test(threads = 256, blocks = 8)]
+fn alloc_types_from_2048_threads_at_once() {
     let t = thread::index() as u32;
     if let Err(what) = build_and_check(t) {
-        println!("thread {t}: {what} came out wrong");
-        return 1;
+        panic!("thread {t}: {what} came out wrong");
     }
-    if thread::id()[0] == 0 {
-        let line = format!("block {}: Vec, String, format!, Box, BTreeMap as built", block::id()[0]);
-        println!("{line}");
-    }
-    0
 }
