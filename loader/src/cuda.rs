@@ -465,6 +465,10 @@ impl Backend for CudaBackend {
         })
     }
 
+    fn global_address(&mut self, name: &str) -> Result<u64> {
+        Ok(self.global(name)?.0)
+    }
+
     fn kernel_times(&mut self) -> Option<[Duration; 3]> {
         let events = self.events?;
         let mut times = [Duration::ZERO; 3];

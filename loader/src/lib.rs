@@ -15,6 +15,7 @@ pub mod args;
 pub mod ctors;
 pub mod cuda;
 pub mod error;
+pub mod harness;
 pub mod hsa;
 pub mod image;
 pub mod launch;
@@ -24,7 +25,8 @@ pub mod server;
 pub mod setup;
 pub mod status;
 pub mod target;
+pub mod test_list;
 
 pub use error::LoaderError;
-pub use run::{RunOptions, RunReport, install_signal_handlers, run};
+pub use run::{RunOptions, RunReport, install_signal_handlers, run, run_image};
 pub use status::RunStatus;

@@ -9,9 +9,10 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 /// Globals that must survive internalization even when rustc does not export them: the loader reads or writes
-/// them by name (see `docs/abi.md`).
-const LOADER_VISIBLE_PREFIXES: &[&str] = &["__init_array_", "__fini_array_"];
-const LOADER_VISIBLE_NAMES: &[&str] = &["_begin", "_start", "_end"];
+/// them by name (see `docs/abi.md`): the constructor tables and a test binary's test table.
+const LOADER_VISIBLE_PREFIXES: &[&str] = &["__init_array_", "__fini_array_", startup_common::test_table::PREFIX];
+/// `main` among them: the loader tells a program's own `main` from the startup's weak default by its linkage.
+const LOADER_VISIBLE_NAMES: &[&str] = &["_begin", "_start", "_end", startup_common::abi::MAIN_SYMBOL];
 
 /// One invocation, as rustc spells it for linker flavor `llbc`.
 #[derive(Debug, Default, PartialEq, Eq)]

@@ -1,17 +1,22 @@
 //! `gpu-loader [OPTIONS] IMAGE [ARGS]...`: runs a GPU program like an ordinary program. Its exit code is the
-//! program's; the table of exit codes is in `docs/failures.md`.
+//! program's; the table of exit codes is in `docs/failures.md`. An image with tests (a test binary) runs its tests
+//! instead, and then ARGS are libtest's options (`gpu_loader::harness`; `docs/testing-your-code.md`).
 
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
+use gpu_loader::image::Image;
 use gpu_loader::status::{USAGE_EXIT_CODE, error_exit_code};
-use gpu_loader::{RunOptions, run};
+use gpu_loader::{LoaderError, RunOptions, RunStatus, harness, run_image};
 use startup_common::abi::LaunchParams;
 
-/// Run a GPU program built with the GPU startup: every thread of the grid runs `main`.
+/// Run a GPU program built with the GPU startup: every thread of the grid runs `main`. A test binary (an image with
+/// tests) runs its tests: then the arguments after IMAGE are libtest's (a filter, --exact, --list, --nocapture, ...),
+/// the launch options and --timeout are the defaults of tests that give none, and without --device the tests spread
+/// over every GPU.
 #[derive(Parser, Debug)]
 #[command(name = "gpu-loader", version, about, trailing_var_arg = true)]
 struct Cli {
@@ -33,9 +38,9 @@ struct Cli {
     /// Blocks in z.
     #[arg(long, default_value_t = 1, value_name = "N")]
     blocks_z: u32,
-    /// GPU ordinal.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    device: usize,
+    /// GPU ordinal (default 0; a test binary: every GPU).
+    #[arg(long, value_name = "N")]
+    device: Option<usize>,
     /// Stop the program after this many seconds (exit code 124).
     #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
     timeout: Option<Duration>,
@@ -57,9 +62,12 @@ struct Cli {
     /// Print phase timings: init and load, launch, each kernel.
     #[arg(short, long)]
     verbose: bool,
+    /// Run tests of IMAGE as the test runner asks on its stdin (the test runner starts this itself).
+    #[arg(long, hide = true)]
+    test_worker: bool,
     /// The GPU image: PTX, an NVIDIA cubin or an AMD code object.
     image: PathBuf,
-    /// Arguments for the program (argv[1..]); argv[0] is IMAGE as given.
+    /// Arguments for the program (argv[1..]); argv[0] is IMAGE as given. For a test binary: libtest's options.
     #[arg(allow_hyphen_values = true)]
     args: Vec<OsString>,
 }
@@ -87,6 +95,49 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
     number.checked_mul(1 << shift).ok_or_else(|| format!("`{text}` is more bytes than 2^64"))
 }
 
+/// Runs the program, or the tests of a test binary; returns the exit code.
+fn run_or_test(options: &RunOptions, device: Option<usize>, args: &[OsString]) -> Result<i32, LoaderError> {
+    let started = Instant::now();
+    gpu_loader::launch::validate(&options.launch)?;
+    let image = Image::read(&options.image)?;
+    // Checked before anything else, a test binary's list included: an image the startup cannot run has no tests.
+    image.check_startup_abi()?;
+    gpu_loader::ctors::ConstructorTable::of(&image)?;
+    let tests = gpu_loader::test_list::read(&image)?;
+    if gpu_loader::test_list::is_test_binary(&image, &tests)? {
+        return Ok(harness::run(options, device, image.kind.platform(), tests, args));
+    }
+    gpu_loader::install_signal_handlers()?;
+    let report = run_image(options, &image, started)?;
+    if report.status == RunStatus::TimedOut {
+        eprintln!(
+            "gpu-loader: the program ran past its {:?} timeout and was stopped",
+            options.timeout.unwrap_or_default()
+        );
+    }
+    report_panics(&report);
+    Ok(report.exit_code())
+}
+
+/// How many threads panicked, when the startup's own message (the first thread's) does not say enough.
+fn report_panics(report: &gpu_loader::RunReport) {
+    let panic_ended_it =
+        report.status == gpu_loader::RunStatus::Exited(startup_common::startup::PANIC_EXIT_CODE.into());
+    match (report.panicked_threads, report.finished) {
+        (0 | 1, true) | (0, false) => {}
+        (count, true) => eprintln!("gpu-loader: {count} threads panicked"),
+        (count, false) if panic_ended_it => eprintln!(
+            "gpu-loader: at least {count} thread{} panicked; threads still running {:?} after the first panic were \
+             stopped",
+            if count == 1 { "" } else { "s" },
+            gpu_loader::run::PANIC_GRACE
+        ),
+        (count, false) => {
+            eprintln!("gpu-loader: at least {count} thread{} panicked", if count == 1 { "" } else { "s" })
+        }
+    }
+}
+
 /// The message with its line breaks escaped: a path or a driver message may hold one, and the error is one line.
 fn one_line(message: &str) -> String {
     message.replace('\r', "\\r").replace('\n', "\\n")
@@ -102,12 +153,12 @@ fn main() {
         }
     };
     let mut options = RunOptions::new(cli.image);
-    options.args = cli.args;
+    options.args = cli.args.clone();
     options.launch = LaunchParams {
         threads: [cli.threads, cli.threads_y, cli.threads_z],
         blocks: [cli.blocks, cli.blocks_y, cli.blocks_z],
     };
-    options.device = cli.device;
+    options.device = cli.device.unwrap_or(0);
     options.timeout = cli.timeout;
     options.verbose = cli.verbose;
     options.print_resource_usage = cli.print_resource_usage;
@@ -118,8 +169,12 @@ fn main() {
     // each allocation first.
     options.teardown = false;
 
-    let code = match gpu_loader::install_signal_handlers().and_then(|()| run(&options)) {
-        Ok(report) => report.exit_code(),
+    if cli.test_worker {
+        std::process::exit(harness::worker::serve(&options));
+    }
+
+    let code = match run_or_test(&options, cli.device, &cli.args) {
+        Ok(code) => code,
         Err(error) => {
             eprintln!("gpu-loader: {}", one_line(&error.to_string()));
             error_exit_code(&error)

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use startup_common::abi::{self, BeginArgs, Control, EndArgs, KernelArgs, LaunchParams, StartArgs};
+use startup_common::abi::{self, BeginArgs, Control, EndArgs, KernelArgs, LaunchParams, MainFn, StartArgs};
 use startup_common::rpc;
 
 use crate::args::ArgBlock;
@@ -147,6 +147,8 @@ pub trait Backend {
     fn poll(&mut self) -> Result<Progress>;
     /// The kernels' resources.
     fn resource_usage(&self, kernel: Kernel) -> Result<ResourceUsage>;
+    /// The device address of the image's global `name` (a test's entry global).
+    fn global_address(&mut self, name: &str) -> Result<u64>;
     /// How long each kernel ran, where the backend measured it (`verbose`).
     fn kernel_times(&mut self) -> Option<[Duration; 3]> {
         None
@@ -182,19 +184,33 @@ pub fn run(options: &RunOptions) -> Result<RunReport> {
     crate::launch::validate(&options.launch)?;
     check_rpc_ports(options.rpc_ports)?;
     let image = Image::read(&options.image)?;
+    run_image(options, &image, started)
+}
+
+/// Runs the program in `image`, read from `options.image` (when the run `started`), to the end. A test binary is
+/// refused: its tests run through the test runner (`harness`).
+pub fn run_image(options: &RunOptions, image: &Image, started: Instant) -> Result<RunReport> {
     image.check_startup_abi()?;
+    if crate::test_list::is_test_binary(image, &crate::test_list::read(image)?)? {
+        return Err(LoaderError::BadImage {
+            path: image.path.clone(),
+            problem: "is a test binary (it has tests, or no `main` of its own): `gpu-loader IMAGE [libtest options]` \
+                      runs its tests"
+                .into(),
+        });
+    }
     // Checked before any GPU work, so a bad priority suffix is reported the same with or without a GPU.
-    let constructors = crate::ctors::ConstructorTable::of(&image)?;
+    let constructors = crate::ctors::ConstructorTable::of(image)?;
     let mut argv = vec![options.image.clone().into_os_string()];
     argv.extend(options.args.iter().cloned());
     let arguments = ArgBlock::new(&argv, &options.env)?;
     match image.kind.platform() {
         Platform::Cuda => {
-            let backend = crate::cuda::CudaBackend::load(options, &image, &constructors)?;
+            let backend = crate::cuda::CudaBackend::load(options, image, &constructors)?;
             run_on(backend, options, &arguments, started)
         }
         Platform::Hsa => {
-            let backend = crate::hsa::HsaBackend::load(options, &image)?;
+            let backend = crate::hsa::HsaBackend::load(options, image)?;
             run_on(backend, options, &arguments, started)
         }
     }
@@ -306,7 +322,14 @@ impl<B: Backend> Session<B> {
             heap: heap as *mut _,
             heap_size,
         };
-        let start = StartArgs { argc: arguments.argc(), reserved: 0, argv, envp, result: result as *mut i32 };
+        let start = StartArgs {
+            argc: arguments.argc(),
+            reserved: 0,
+            argv,
+            envp,
+            result: result as *mut i32,
+            test: std::ptr::null(),
+        };
         let end = EndArgs { result: result as *const i32 };
         // SAFETY: the region is `region_size` zeroed bytes of host-mapped memory that lives as long as `backend`,
         // which the session owns alongside the server.
@@ -328,21 +351,39 @@ impl<B: Backend> Session<B> {
 
     /// Runs `_begin`, `_start` on `launch`, and `_end`, serving RPC until the program ends.
     pub fn run(&mut self, launch: &LaunchParams) -> Result<RunReport> {
+        self.run_entry(launch, std::ptr::null(), self.options.timeout)
+    }
+
+    /// Runs one test of a test binary: `_begin`, `_start` on `launch` calling the trampoline that the global at
+    /// `entry` holds (from [`Backend::global_address`]), and `_end`, stopped after `timeout`.
+    pub fn run_test(&mut self, launch: &LaunchParams, entry: u64, timeout: Option<Duration>) -> Result<RunReport> {
+        self.run_entry(launch, entry as *const MainFn, timeout)
+    }
+
+    fn run_entry(
+        &mut self,
+        launch: &LaunchParams,
+        test: *const MainFn,
+        timeout: Option<Duration>,
+    ) -> Result<RunReport> {
+        self.start.test = test;
         self.backend.copy_to_device(self.result, &0i32.to_ne_bytes())?;
         // SAFETY: the control block is host-mapped memory the backend keeps alive; no kernel runs now.
-        unsafe {
-            std::ptr::addr_of_mut!((*self.control.cast_mut()).progress).write_volatile(abi::progress::NOT_STARTED)
-        };
+        unsafe { self.control.cast_mut().write_volatile(Control::default()) };
         self.server.start_run();
         // All three kernels are queued at once: stream order runs them one after another, `_end` reads `main`'s
         // combined result from device memory, and nothing waits on the host between them.
         self.backend.launch(Kernel::Begin, &LaunchParams::SINGLE, self.begin.as_bytes())?;
         self.backend.launch(Kernel::Start, launch, self.start.as_bytes())?;
         self.backend.launch(Kernel::End, &LaunchParams::SINGLE, self.end.as_bytes())?;
-        let outcome = serve::serve(&mut self.backend, &mut self.server, &self.options, self.control);
+        let outcome = serve::serve(&mut self.backend, &mut self.server, timeout, self.control);
         let flushed = self.server.flush().map_err(|error| LoaderError::Rpc(error.to_string()));
-        let report = outcome?;
+        let mut report = outcome?;
         flushed?;
+        report.panicked_threads = panicked_threads(self.control);
+        // SAFETY: the control block is host-mapped memory the backend keeps alive; the kernels only write it.
+        let progress = unsafe { std::ptr::addr_of!((*self.control).progress).read_volatile() };
+        report.constructors_ran = progress != abi::progress::NOT_STARTED;
         Ok(report)
     }
 
@@ -390,3 +431,13 @@ fn reserve_heap<B: Backend>(backend: &mut B, requested: Option<u64>) -> Result<(
         }
     }
 }
+
+/// The threads that panicked so far, as the device reported them in the control block.
+fn panicked_threads(control: *const Control) -> u32 {
+    // SAFETY: the control block is host-mapped memory the backend keeps alive; the kernels only write it.
+    unsafe { std::ptr::addr_of!((*control).panicked_threads).read_volatile() }
+}
+
+/// How long the loader waits for the kernels to end after a thread panicked: panicking threads end, but threads
+/// that wait for one of them (at a barrier, for a flag it would set) never do.
+pub const PANIC_GRACE: Duration = Duration::from_secs(1);

@@ -71,11 +71,16 @@ impl fmt::Display for RunStatus {
 #[derive(Debug)]
 pub struct RunReport {
     pub status: RunStatus,
-    /// Whether every kernel finished; if not (timeout, a signal, `exit` while other threads still ran), kernels may
-    /// still be running and the backend was leaked rather than torn down under them: end the process soon.
+    /// Whether every kernel finished; if not (timeout, a signal, `exit` while other threads still ran, threads
+    /// still running after a panic), kernels may still be running and the backend was leaked rather than torn down
+    /// under them: end the process soon.
     pub finished: bool,
     /// RPC messages the loader gave up in the middle (each reported on stderr): their output is incomplete.
     pub messages_given_up: usize,
+    /// How many threads panicked: exact when `finished`, else a lower bound.
+    pub panicked_threads: u32,
+    /// Whether `_begin` ran every constructor: if not, `main` (or the test) never ran.
+    pub constructors_ran: bool,
 }
 
 impl RunReport {
@@ -145,7 +150,13 @@ mod tests {
     /// A run in which the loader gave up a message never exits with 0; a failing program keeps its own code.
     #[test]
     fn a_lost_message_makes_a_zero_exit_a_failure() {
-        let report = |status, messages_given_up| RunReport { status, finished: true, messages_given_up };
+        let report = |status, messages_given_up| RunReport {
+            status,
+            finished: true,
+            messages_given_up,
+            panicked_threads: 0,
+            constructors_ran: true,
+        };
         assert_eq!(report(RunStatus::Exited(0), 0).exit_code(), 0);
         assert_eq!(report(RunStatus::Exited(0), 1).exit_code(), 1);
         assert_eq!(report(RunStatus::Exited(256), 2).exit_code(), 255);

@@ -11,39 +11,18 @@
 //! else), the AMD code objects `startup-abi.gfx90a.elf` and `rust-fields.gfx90a.elf` (sources beside them), and the
 //! cubins of `cubins/` (`tests/cubins.rs` says how they were made).
 
+mod common;
+
 use std::ffi::{OsStr, OsString};
-use std::io::Read;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use gpu_loader::status::{LOADER_ERROR_EXIT_CODE, USAGE_EXIT_CODE};
-
-const LOADER: &str = env!("CARGO_BIN_EXE_gpu-loader");
-/// A case that takes longer than this hangs.
-const WATCHDOG: Duration = Duration::from_secs(20);
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
-}
+use common::{LOADER, fixture, loader, run, scratch, write};
 
 fn min_ptx() -> String {
     std::fs::read_to_string(fixture("startup-min.ptx")).expect("the PTX fixture")
-}
-
-/// A fresh scratch directory for one test.
-fn scratch(test: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli").join(test);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch directory");
-    dir
-}
-
-fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).expect("write a test image");
-    path
 }
 
 /// Deterministic bytes (xorshift64*), so a failure reproduces.
@@ -57,97 +36,6 @@ fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
             (state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 56) as u8
         })
         .collect()
-}
-
-/// What one run of the loader did.
-#[derive(Debug)]
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    elapsed: Duration,
-}
-
-fn loader<I: AsRef<OsStr>>(args: impl IntoIterator<Item = I>) -> Command {
-    let mut command = Command::new(LOADER);
-    command.args(args);
-    command
-}
-
-/// Runs `command` to the end, failing the test if it outlives the watchdog.
-fn run(mut command: Command) -> Ran {
-    let started = Instant::now();
-    let mut child =
-        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start gpu-loader");
-    let reader = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = pipe.read_to_end(&mut bytes);
-            String::from_utf8_lossy(&bytes).into_owned()
-        })
-    };
-    let stdout = reader(Box::new(child.stdout.take().expect("piped")));
-    let stderr = reader(Box::new(child.stderr.take().expect("piped")));
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for gpu-loader") {
-            break status;
-        }
-        if started.elapsed() > WATCHDOG {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("gpu-loader hung: still running after {WATCHDOG:?} ({command:?})");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let ran = Ran {
-        code: status.code(),
-        stdout: stdout.join().expect("stdout reader"),
-        stderr: stderr.join().expect("stderr reader"),
-        elapsed: started.elapsed(),
-    };
-    assert!(!ran.stderr.contains("panicked") && !ran.stdout.contains("panicked"), "gpu-loader panicked: {ran:#?}");
-    assert!(ran.code.is_some(), "gpu-loader was killed by a signal: {ran:#?}");
-    ran
-}
-
-impl Ran {
-    /// A loader error: exit 1 and exactly one line, `gpu-loader: ...`, holding every one of `words`.
-    #[track_caller]
-    fn fails_with(&self, words: &[&str]) -> &Self {
-        assert_eq!(self.code, Some(LOADER_ERROR_EXIT_CODE), "exit code: {self:#?}");
-        self.one_line();
-        for word in words {
-            assert!(self.stderr.contains(word), "stderr does not name the problem ({word:?}): {self:#?}");
-        }
-        self
-    }
-
-    #[track_caller]
-    fn one_line(&self) {
-        assert!(self.stderr.starts_with("gpu-loader: "), "stderr: {self:#?}");
-        assert!(self.stderr.ends_with('\n') && self.stderr.lines().count() == 1, "not one line: {self:#?}");
-    }
-
-    /// A clap usage error (exit 2) that mentions each of `words`.
-    #[track_caller]
-    fn usage_error(&self, words: &[&str]) {
-        assert_eq!(self.code, Some(USAGE_EXIT_CODE), "exit code: {self:#?}");
-        assert!(self.stderr.starts_with("error: "), "clap's error line: {self:#?}");
-        for word in words {
-            assert!(self.stderr.contains(word), "the error does not name the problem ({word:?}): {self:#?}");
-        }
-    }
-
-    /// Got past every check the loader makes without a GPU: `no GPU` here, or on a GPU machine the tiny fixture
-    /// ran (its kernels only return, so it never reports an exit code).
-    #[track_caller]
-    fn reached_the_gpu(&self) {
-        if self.stderr.contains("no GPU") {
-            self.fails_with(&["gpu-loader: no GPU: "]);
-        } else {
-            self.fails_with(&["ended without reporting an exit code"]);
-        }
-    }
 }
 
 // --- files that are not images ---
@@ -373,7 +261,7 @@ fn an_amd_code_object_whose_kernels_take_a_pointer() {
 fn kernels_with_the_wrong_parameters() {
     let dir = scratch("wrong-params");
     let cases = [
-        ("_start_param_0[32]", "_start_param_0[24]", "kernel `_start` takes parameters of [24] bytes", "32 bytes"),
+        ("_start_param_0[40]", "_start_param_0[24]", "kernel `_start` takes parameters of [24] bytes", "40 bytes"),
         (".b8 _begin_param_0[56]", ".u64 _begin_param_0", "kernel `_begin` takes parameters of [8] bytes", "56 bytes"),
         (
             "_end_param_0[8]\n",
@@ -390,7 +278,7 @@ fn kernels_with_the_wrong_parameters() {
         run(loader([&image])).fails_with(&[words, &format!("the startup ABI passes one of {expected}")]);
     }
     // A parameter list the loader cannot read.
-    let ptx = min_ptx().replace("_start_param_0[32]", "_start_param_0[x]");
+    let ptx = min_ptx().replace("_start_param_0[40]", "_start_param_0[x]");
     let image = write(&dir, "unreadable.ptx", ptx);
     run(loader([&image])).fails_with(&["cannot read parameter", "of `_start`"]);
     let ptx = min_ptx().replace("_end_param_0[8]\n)", "_end_param_0[8]\n");

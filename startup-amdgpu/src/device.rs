@@ -4,7 +4,7 @@ use core::ptr::NonNull;
 
 use startup_common::abi::{BeginArgs, Control, EndArgs, LaunchParams, StartArgs};
 use startup_common::rpc::BlockMemory;
-use startup_common::{CallbackArrays, FiniCallback, Gpu, InitCallback, ThreadIds};
+use startup_common::{CallbackArrays, FiniCallback, Gpu, InitCallback, MainFn, ThreadIds};
 
 #[allow(improper_ctypes)]
 unsafe extern "C" {
@@ -160,10 +160,6 @@ unsafe fn array_between<T>(start: *const T, end: *const T) -> &'static [T] {
     unsafe { core::slice::from_raw_parts(start, end.offset_from(start).max(0) as usize) }
 }
 
-unsafe extern "C" {
-    fn main(argc: c_int, argv: *mut *mut c_char, envp: *mut *mut c_char) -> c_int;
-}
-
 // rustc passes a struct argument of an AMDGPU kernel by reference (a pointer in the kernarg segment), not by value
 // as PTX does. The loader writes the argument structs themselves at the start of the kernarg segment, so the kernels
 // take their fields one by one: rustc lays scalar kernel arguments out at their natural alignment, which is exactly
@@ -193,7 +189,7 @@ pub extern "gpu-kernel" fn _begin(
     unsafe { RUNTIME.begin(&args, &arrays) }
 }
 
-/// The user's grid: every work-item calls `main`.
+/// The user's grid: every work-item calls `main`, or the test `test` names.
 #[unsafe(no_mangle)]
 pub extern "gpu-kernel" fn _start(
     argc: c_int,
@@ -201,8 +197,9 @@ pub extern "gpu-kernel" fn _start(
     argv: *mut *mut c_char,
     envp: *mut *mut c_char,
     result: *mut c_int,
+    test: *const MainFn,
 ) {
-    let args = StartArgs { argc, reserved, argv, envp, result };
+    let args = StartArgs { argc, reserved, argv, envp, result, test };
     // SAFETY: dispatched by the loader after `_begin` completed, with its arguments.
     unsafe { RUNTIME.start(&args, main) }
 }

@@ -45,6 +45,9 @@ pub mod progress {
 pub type InitCallback = unsafe extern "C" fn(argc: c_int, argv: *mut *mut c_char, envp: *mut *mut c_char);
 /// A destructor or `atexit` handler.
 pub type FiniCallback = unsafe extern "C" fn();
+/// The user's `main`, as C declares it; a test's trampoline has the same prototype, so that `_start` calls either
+/// through the same pointer type.
+pub type MainFn = unsafe extern "C" fn(argc: c_int, argv: *mut *mut c_char, envp: *mut *mut c_char) -> c_int;
 
 /// Host-visible state the kernels write for the loader. It lives in host-pinned memory mapped into the device.
 #[repr(C)]
@@ -52,6 +55,9 @@ pub type FiniCallback = unsafe extern "C" fn();
 pub struct Control {
     /// One of the [`progress`] markers.
     pub progress: u32,
+    /// How many threads panicked in this run: exact once `_end` started, a lower bound before (panicking threads
+    /// count on the device and store their count here, possibly out of order).
+    pub panicked_threads: u32,
 }
 
 /// The argument of `_begin`.
@@ -84,6 +90,9 @@ pub struct StartArgs {
     pub envp: *mut *mut c_char,
     /// Device memory, zeroed by the loader, into which every thread ORs the value its `main` returned.
     pub result: *mut c_int,
+    /// What every thread calls: null for `main`, or a test binary's `__gpu_test_entry_*` global (see
+    /// [`test_table`](crate::test_table)), which holds the test's trampoline.
+    pub test: *const MainFn,
 }
 
 /// The argument of `_end`.
@@ -178,9 +187,12 @@ mod tests {
         assert_eq!(offset_of!(BeginArgs, control), 32);
         assert_eq!(offset_of!(BeginArgs, heap), 40);
         assert_eq!(offset_of!(BeginArgs, heap_size), 48);
-        assert_eq!(size_of::<StartArgs>(), 4 + 4 + 8 * 3);
+        assert_eq!(size_of::<StartArgs>(), 4 + 4 + 8 * 4);
         assert_eq!(offset_of!(StartArgs, argv), 8);
         assert_eq!(offset_of!(StartArgs, result), 24);
+        assert_eq!(offset_of!(StartArgs, test), 32);
+        assert_eq!(size_of::<Control>(), 8);
+        assert_eq!(offset_of!(Control, panicked_threads), 4);
         assert_eq!(size_of::<EndArgs>(), 8);
         for align in [align_of::<BeginArgs>(), align_of::<StartArgs>(), align_of::<EndArgs>()] {
             assert_eq!(align, 8);

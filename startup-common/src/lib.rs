@@ -26,16 +26,18 @@ pub mod io;
 pub mod printf;
 pub mod rpc;
 pub mod startup;
+pub mod test_table;
 
-pub use abi::{FiniCallback, InitCallback};
+pub use abi::{FiniCallback, InitCallback, MainFn};
 pub use gpu::{Gpu, ThreadIds};
-pub use startup::{CallbackArrays, MainFn, Runtime};
+pub use startup::{CallbackArrays, Runtime};
 
 /// Defines, in a target crate, the program's one [`Runtime`] and the C-linkage functions every program gets:
 /// `exit`, `abort`, `atexit`, `puts`, `fputs`/`fwrite` on `stdout` and `stderr`, the `printf` family ([`printf`]),
-/// the hook behind [`print!`], and `malloc`, `free`, `calloc`, `realloc`, `aligned_alloc`, `posix_memalign` on the
-/// device heap. With the target crate's `panic-handler` feature, also the panic handler; with its `global-allocator`
-/// feature, Rust's global allocator on the same heap. The target crate enables `c_variadic`.
+/// the hook behind [`print!`], `malloc`, `free`, `calloc`, `realloc`, `aligned_alloc`, `posix_memalign` on the device
+/// heap, and a weak `main` for images that define none (test binaries). With the target crate's `panic-handler`
+/// feature, also the panic handler; with its `global-allocator` feature, Rust's global allocator on the same heap.
+/// The target crate enables `c_variadic` and `linkage`.
 ///
 /// The target crate names its [`Gpu`] type; its kernels then call `RUNTIME.begin`, `RUNTIME.start` and
 /// `RUNTIME.end`.
@@ -230,6 +232,18 @@ macro_rules! target_runtime {
         ) -> ::core::ffi::c_int {
             // SAFETY: C's contract, passed on.
             unsafe { $crate::printf::stdio::vsprintf(buffer, format, args) }
+        }
+
+        /// The program's `main` when it defines none, as a test binary need not: a program's own `main`, a strong
+        /// definition, takes this weak one's place at link time. Called, it says that `main` is missing.
+        #[unsafe(no_mangle)]
+        #[linkage = "weak"]
+        pub extern "C" fn main(
+            _argc: ::core::ffi::c_int,
+            _argv: *mut *mut ::core::ffi::c_char,
+            _envp: *mut *mut ::core::ffi::c_char,
+        ) -> ::core::ffi::c_int {
+            RUNTIME.missing_main()
         }
 
         /// The link-time hook behind `print!` and friends.

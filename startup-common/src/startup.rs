@@ -6,9 +6,9 @@
 //! waits on another, and a grid larger than the device holds at once still makes progress.
 
 use core::ffi::{c_char, c_int};
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
-use crate::abi::{BeginArgs, Control, EndArgs, FiniCallback, InitCallback, StartArgs, progress};
+use crate::abi::{BeginArgs, Control, EndArgs, FiniCallback, InitCallback, MainFn, StartArgs, progress};
 use crate::atexit::{AtExitRegistry, Handler, RegistryFull};
 use crate::gpu::Gpu;
 use crate::heap::{Heap, HeapError};
@@ -20,8 +20,8 @@ pub const ATEXIT_CAPACITY: usize = 64;
 /// The exit code of a program whose thread panicked, as for a Rust program on the host.
 pub const PANIC_EXIT_CODE: c_int = 101;
 
-/// The user's `main`, as C declares it.
-pub type MainFn = unsafe extern "C" fn(argc: c_int, argv: *mut *mut c_char, envp: *mut *mut c_char) -> c_int;
+/// What `main` returns on every thread of a program that defines none (see [`Runtime::missing_main`]).
+pub const MISSING_MAIN_STATUS: c_int = 1;
 
 /// All the state of one program's startup. Each target crate holds exactly one, in a `static`, through
 /// [`target_runtime!`](crate::target_runtime).
@@ -30,6 +30,13 @@ pub struct Runtime<G: Gpu> {
     heap: Heap<G>,
     atexit: AtExitRegistry<ATEXIT_CAPACITY>,
     exiting: AtomicBool,
+    /// Set once `_begin` ran every constructor: until then (a constructor panicked or called `exit`), `main` must
+    /// not run.
+    constructed: AtomicBool,
+    /// Threads that panicked in this run.
+    panicked: AtomicU32,
+    /// Whether a thread already said that the program has no `main`.
+    missing_main_reported: AtomicBool,
     control: AtomicPtr<Control>,
     arguments: Arguments,
 }
@@ -60,6 +67,9 @@ impl<G: Gpu> Runtime<G> {
             heap: Heap::new(),
             atexit: AtExitRegistry::new(),
             exiting: AtomicBool::new(false),
+            constructed: AtomicBool::new(false),
+            panicked: AtomicU32::new(0),
+            missing_main_reported: AtomicBool::new(false),
             control: AtomicPtr::new(core::ptr::null_mut()),
             arguments: Arguments {
                 argc: AtomicUsize::new(0),
@@ -103,8 +113,12 @@ impl<G: Gpu> Runtime<G> {
         self.arguments.argc.store(usize::try_from(args.argc).unwrap_or(0), Ordering::Relaxed);
         self.arguments.argv.store(args.argv, Ordering::Relaxed);
         self.arguments.envp.store(args.envp, Ordering::Relaxed);
-        // The loader may run a loaded program's kernels again (the benchmarks do): each `_begin` starts a new run.
+        // The loader may run a loaded program's kernels again (a test binary runs them once per test): each `_begin`
+        // starts a new run.
         self.exiting.store(false, Ordering::Relaxed);
+        self.constructed.store(false, Ordering::Relaxed);
+        self.panicked.store(0, Ordering::Relaxed);
+        self.missing_main_reported.store(false, Ordering::Relaxed);
         self.atexit.clear();
 
         // The destructors are registered first so that they run last: after every handler that a constructor or
@@ -118,23 +132,34 @@ impl<G: Gpu> Runtime<G> {
             // are the loader's arrays, valid for the whole program.
             unsafe { init(args.argc, args.argv, args.envp) };
         }
+        self.constructed.store(true, Ordering::Relaxed);
         self.report_progress(progress::BEGIN_DONE);
     }
 
-    /// The body of `_start`, run by every thread of the user's grid.
+    /// The body of `_start`, run by every thread of the user's grid: calls `main`, or the test that `args.test`
+    /// names.
     ///
     /// # Safety
-    /// `args` must come from the loader; `_begin` must have completed.
+    /// `args` must come from the loader (`args.test` null or the address of a test's entry global); `_begin` must
+    /// have completed.
     pub unsafe fn start(&self, args: &StartArgs, main: MainFn) {
         // SAFETY: the start of the kernel, on every thread of every block: all of them take this path.
         unsafe { self.client.prepare_block() };
         // A constructor called `exit` or panicked: the program is over, and `main` must not run. (The loader queued
         // this kernel before it could know.)
-        if self.exiting.load(Ordering::Relaxed) {
+        if self.exiting.load(Ordering::Relaxed) || !self.constructed.load(Ordering::Relaxed) {
             return;
         }
-        // SAFETY: the program provides `main` with C's prototype; the arguments come from the loader.
-        let status = unsafe { main(args.argc, args.argv, args.envp) };
+        // Two call sites rather than one through a chosen pointer: a program's `main` stays a direct call, which LTO
+        // may inline into `_start`.
+        let status = if args.test.is_null() {
+            // SAFETY: the program provides `main` with C's prototype; the arguments come from the loader.
+            unsafe { main(args.argc, args.argv, args.envp) }
+        } else {
+            // SAFETY: the loader passes the address of a `__gpu_test_entry_*` global of this image, which holds a
+            // function with `main`'s prototype (`gpu_test!` defines both); the arguments come from the loader.
+            unsafe { args.test.read()(args.argc, args.argv, args.envp) }
+        };
         // Relaxed is enough: the end of the kernel orders this before `_end` reads it.
         // SAFETY: `result` is a device allocation the loader made for exactly this word.
         unsafe { AtomicI32::from_ptr(args.result) }.fetch_or(status, Ordering::Relaxed);
@@ -149,9 +174,34 @@ impl<G: Gpu> Runtime<G> {
         // SAFETY: the start of the kernel, on every thread of the block (the only one).
         unsafe { self.client.prepare_block() };
         self.report_progress(progress::END_STARTED);
+        let panicked = self.panicked.load(Ordering::Relaxed);
+        if panicked > 0 {
+            // Every panicking thread has ended: the count is exact now. A panic ends the program as
+            // `panic = "abort"` does, without running handlers.
+            self.report_panicked_threads(panicked);
+            self.exiting.store(true, Ordering::Relaxed);
+            self.client.exit(PANIC_EXIT_CODE);
+            G::end_thread()
+        }
         // SAFETY: the loader's result word, which `_start` finished writing before this kernel began.
         let status = unsafe { args.result.read_volatile() };
         self.exit(status)
+    }
+
+    /// What a program's `main` does when the program defines none (the target crates' weak default): says so on
+    /// stderr, once, and returns [`MISSING_MAIN_STATUS`]. A test binary needs no `main`: the loader runs its tests.
+    pub fn missing_main(&self) -> c_int {
+        if !self.missing_main_reported.swap(true, Ordering::Relaxed) {
+            crate::io::print(
+                &self.client,
+                crate::io::Stream::Stderr,
+                format_args!(
+                    "the program defines no `main` (a test binary runs its tests instead: `gpu-loader IMAGE --list` \
+                     lists them)\n"
+                ),
+            );
+        }
+        MISSING_MAIN_STATUS
     }
 
     /// Registers `handler` to run at exit, before the handlers registered earlier. Fails when the registry is full,
@@ -204,14 +254,28 @@ impl<G: Gpu> Runtime<G> {
         G::end_thread()
     }
 
-    /// The default panic handler: reports `panicked at FILE:LINE:COL: message` with the thread's coordinates on
-    /// stderr, then ends the program with [`PANIC_EXIT_CODE`] without running handlers, like a Rust program built
-    /// with `panic = "abort"` but with Rust's exit code for a panic.
+    /// The default panic handler. The first thread to panic in a run reports `panicked at FILE:LINE:COL: message`
+    /// with its coordinates on stderr; every panicking thread is counted (in [`Control::panicked_threads`]) and
+    /// ends. Once the kernel ends, `_end` ends the program with [`PANIC_EXIT_CODE`] without running handlers, like a
+    /// Rust program built with `panic = "abort"` but with Rust's exit code for a panic. (Threads that wait for a
+    /// panicked one never end; the loader stops waiting for them soon after the first panic.)
     pub fn panic(&self, info: &core::panic::PanicInfo<'_>) -> ! {
         if !self.client.is_ready() {
             // Nothing can reach the host before `_begin` set up the channel: make the fault visible instead.
             G::trap();
         }
+        let earlier = self.panicked.fetch_add(1, Ordering::Relaxed);
+        if earlier == 0 {
+            self.report_panic(info);
+        }
+        // Stores of different threads may land out of order: the loader reads a lower bound until `_end` stores
+        // the exact count.
+        self.report_panicked_threads(earlier + 1);
+        G::end_thread()
+    }
+
+    /// The panic message, with the thread's coordinates.
+    fn report_panic(&self, info: &core::panic::PanicInfo<'_>) {
         let ids = G::thread_ids();
         let [tx, ty, tz] = ids.thread;
         let [bx, by, bz] = ids.block;
@@ -224,9 +288,6 @@ impl<G: Gpu> Runtime<G> {
                 info.message()
             ),
         );
-        self.exiting.store(true, Ordering::Release);
-        self.client.exit(PANIC_EXIT_CODE);
-        G::end_thread()
     }
 
     /// Reports a pointer the heap refused (`call` names the function it was given to, as C or Rust spells it) on
@@ -251,6 +312,15 @@ impl<G: Gpu> Runtime<G> {
         if !control.is_null() {
             // SAFETY: the loader's control block lives for the whole program; only one-thread kernels write it.
             unsafe { core::ptr::addr_of_mut!((*control).progress).write_volatile(marker) };
+        }
+    }
+
+    fn report_panicked_threads(&self, count: u32) {
+        let control = self.control.load(Ordering::Relaxed);
+        if !control.is_null() {
+            // SAFETY: the loader's control block lives for the whole program; this word is written only by
+            // panicking threads and `_end`, and read only by the host, which takes any value as a lower bound.
+            unsafe { core::ptr::addr_of_mut!((*control).panicked_threads).write_volatile(count) };
         }
     }
 }

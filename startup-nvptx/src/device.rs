@@ -1,6 +1,5 @@
 use core::arch::asm;
 use core::arch::nvptx;
-use core::ffi::c_int;
 
 use core::ptr::NonNull;
 
@@ -257,10 +256,6 @@ unsafe fn array_between<T>(start: *const *const T, end: *const *const T) -> &'st
     unsafe { core::slice::from_raw_parts(start, end.offset_from(start) as usize) }
 }
 
-unsafe extern "C" {
-    fn main(argc: c_int, argv: *mut *mut core::ffi::c_char, envp: *mut *mut core::ffi::c_char) -> c_int;
-}
-
 // Each kernel takes its argument struct by value: one `.param` aggregate with the struct's layout, which the image
 // check compares with the ABI before loading (hence the lint, which warns that aggregates are not guaranteed to).
 
@@ -279,7 +274,7 @@ pub extern "gpu-kernel" fn _begin(args: BeginArgs) {
     unsafe { RUNTIME.begin(&args, &arrays) }
 }
 
-/// Runs `main` on every thread of the user's grid.
+/// Runs `main`, or the test `args.test` names, on every thread of the user's grid.
 #[unsafe(no_mangle)]
 #[allow(improper_gpu_kernel_arg)]
 pub extern "gpu-kernel" fn _start(args: StartArgs) {

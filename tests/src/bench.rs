@@ -23,8 +23,11 @@ use gpu_loader::image::Image;
 use gpu_loader::run::{RunOptions, Session};
 use startup_common::abi::LaunchParams;
 
+// The benchmarks of the heap and of the test runner, in files of their own.
 #[path = "bench/heap.rs"]
 mod heap;
+#[path = "bench/test_runner.rs"]
+mod test_runner;
 
 #[derive(Parser)]
 #[command(name = "gpu-bench", about = "Benchmarks of the GPU startup and its RPC channel against bare baselines")]
@@ -140,8 +143,11 @@ fn benchmarks(cli: &Cli) -> Result<()> {
     };
     let mut rows = Vec::new();
     let repeat = cli.repeat.max(1);
-    if wanted("kernel-phase") {
-        rows.push(kernel_phase(&images, repeat)?);
+    if wanted("kernel-phase kernel-phase-graph") {
+        rows.extend(kernel_phase(&images, repeat)?);
+    }
+    if wanted("tests-per-test") {
+        rows.push(test_runner::per_test(&images, &loader, repeat.min(5))?);
     }
     if wanted("loader-run") {
         rows.push(loader_run(&images, &loader, repeat.min(10))?);
@@ -275,29 +281,44 @@ fn seconds(samples: impl IntoIterator<Item = Duration>) -> Vec<f64> {
     samples.into_iter().map(|d| d.as_secs_f64()).collect()
 }
 
-/// Benchmark 1: `_begin` + `_start` + `_end` for an empty `main`, with RPC served, against one empty launch + synchronize.
-fn kernel_phase(images: &Path, repeat: usize) -> Result<Row> {
+/// Benchmark 1: `_begin` + `_start` + `_end` for an empty `main`, with RPC served, against one empty launch +
+/// synchronize, and against a CUDA graph of three empty kernels + synchronize (the floor for three kernels).
+fn kernel_phase(images: &Path, repeat: usize) -> Result<Vec<Row>> {
     let mut session = session(images, "empty", &[])?;
     let empty = EmptyKernel::load()?;
+    let graph = test_runner::GraphOfThree::capture(&EmptyKernel::load()?)?;
     let single = LaunchParams::SINGLE;
     for _ in 0..10 {
         run_ok(&mut session, &single)?;
         empty.launch_and_wait(&single)?;
+        graph.launch_and_wait()?;
     }
-    let mut ours = Vec::new();
-    let mut bare = Vec::new();
+    let (mut ours, mut bare, mut graphs) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..repeat {
         ours.push(run_ok(&mut session, &single)?);
         bare.push(empty.launch_and_wait(&single)?);
+        graphs.push(graph.launch_and_wait()?);
     }
-    Ok(row(
-        "kernel-phase",
-        "_begin + _start + _end, empty main, 1 thread, RPC served",
-        "µs",
-        Stats::of(seconds(ours)),
-        Some((Stats::of(seconds(bare)), "one empty kernel launch + synchronize, same context")),
-        "≤ 1.3×",
-    ))
+    let what = "_begin + _start + _end, empty main, 1 thread, RPC served";
+    let ours = Stats::of(seconds(ours));
+    Ok(vec![
+        row(
+            "kernel-phase",
+            what,
+            "µs",
+            ours.clone(),
+            Some((Stats::of(seconds(bare)), "one empty kernel launch + synchronize, same context")),
+            "≤ 1.3×",
+        ),
+        row(
+            "kernel-phase-graph",
+            what,
+            "µs",
+            ours,
+            Some((Stats::of(seconds(graphs)), "a CUDA graph of three empty kernels: launch + synchronize")),
+            "≤ 1.3×",
+        ),
+    ])
 }
 
 /// Benchmark 2: The whole loader run, process start to exit, for an empty `main`, against a bare program.

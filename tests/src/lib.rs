@@ -35,7 +35,7 @@ impl Dims {
 }
 
 /// How to run a program and what it must do: the contents of its `expect.toml`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Expectation {
     #[serde(default)]
@@ -79,6 +79,13 @@ pub struct Expectation {
     /// Send this signal (`INT` or `TERM`) to the loader `interrupt-after` seconds after it started.
     pub interrupt: Option<String>,
     pub interrupt_after: Option<f64>,
+    /// `false`: the case needs no GPU (a test binary's `--list`), so it runs on every machine.
+    #[serde(default = "yes")]
+    pub needs_gpu: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// What one run of the loader produced.
@@ -372,9 +379,12 @@ mod tests {
             stdout-contains = ["x"]
             stderr-matches = ['^a\d$']
             targets = ["nvptx"]
+            needs-gpu = false
             "#,
         )
         .unwrap();
+        assert!(!expectation.needs_gpu);
+        assert!(Expectation::parse("").unwrap().needs_gpu, "a case needs a GPU unless it says otherwise");
         assert_eq!(expectation.threads.xyz(), [4, 4, 4]);
         assert_eq!(expectation.blocks.xyz(), [2, 1, 1]);
         assert!(expectation.runs_on("nvptx") && !expectation.runs_on("amdgpu"));

@@ -19,6 +19,9 @@ struct Cli {
     /// The images' target (nvptx or amdgpu), for the programs that run on one target only.
     #[arg(long, default_value = "nvptx")]
     target: String,
+    /// Only the cases that need no GPU (`needs-gpu = false`): on a machine without one.
+    #[arg(long)]
+    without_gpu: bool,
     /// libtest options (filter, --exact, --list, --test-threads, ...).
     #[command(flatten)]
     libtest: Arguments,
@@ -27,7 +30,9 @@ struct Cli {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let cases = match gpu_suite::discover(&cli.images, &cli.target) {
-        Ok(cases) => cases,
+        Ok(cases) => {
+            cases.into_iter().filter(|case| !cli.without_gpu || !case.expectation.needs_gpu).collect::<Vec<_>>()
+        }
         Err(error) => {
             eprintln!("gpu-suite: {error:#}");
             return std::process::ExitCode::from(2);

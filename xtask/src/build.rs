@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use xshell::{Shell, cmd};
 
-use crate::gpu_cargo::GpuSetup;
+use crate::gpu_cargo::{GpuSetup, Images};
 use crate::toolchain;
 
 pub use gpu_loader::target::GpuTarget;
@@ -50,6 +50,23 @@ pub fn rust_programs() -> Result<Vec<String>> {
         }
     }
     names.sort();
+    Ok(names)
+}
+
+/// The test crates of `tests/programs`: libraries (a `src/lib.rs`, no `crate-type`) whose tests `cargo test --no-run`
+/// builds into test binaries, named after their folders like the programs.
+pub fn test_crates() -> Result<Vec<String>> {
+    let dir = crate::project_root().join("tests/programs");
+    let mut names = Vec::new();
+    for name in rust_programs()? {
+        let manifest = dir.join(&name).join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest).with_context(|| format!("cannot read {}", manifest.display()))?;
+        let manifest: toml::Value = text.parse().with_context(|| format!("{} is not TOML", manifest.display()))?;
+        let crate_type = manifest.get("lib").and_then(|lib| lib.get("crate-type"));
+        if crate_type.is_none() && dir.join(&name).join("src/lib.rs").is_file() {
+            names.push(name);
+        }
+    }
     Ok(names)
 }
 
@@ -96,19 +113,26 @@ fn build_target(
     let setup = GpuSetup::prepare(target, arch)?;
     let tools = linker.parent().context("the linker's folder")?;
     let started = std::time::Instant::now();
-    let selection: Vec<String> = if options.programs.is_empty() {
+    let test_crates = test_crates()?;
+    let package = |name: &String| ["--package".to_owned(), name.clone()];
+    // Everything, or the programs asked for; then the test crates among them, as `cargo test` builds them.
+    let programs: Vec<String> = if options.programs.is_empty() {
         vec!["--workspace".to_owned()]
     } else {
-        options.programs.iter().flat_map(|p| ["--package".to_owned(), p.clone()]).collect()
+        options.programs.iter().filter(|p| !test_crates.contains(p)).flat_map(package).collect()
     };
-    let artifacts = setup.build(
-        sh,
-        &root.join("tests/programs/Cargo.toml"),
-        &selection,
-        release,
-        &root.join("target/gpu-cargo").join(arch),
-        tools,
-    )?;
+    let tests: Vec<String> = test_crates
+        .iter()
+        .filter(|name| options.programs.is_empty() || options.programs.contains(name))
+        .flat_map(package)
+        .collect();
+    let (manifest, target_dir) = (root.join("tests/programs/Cargo.toml"), root.join("target/gpu-cargo").join(arch));
+    let mut artifacts = Vec::new();
+    for (what, selection) in [(Images::Programs, programs), (Images::Tests, tests)] {
+        if !selection.is_empty() {
+            artifacts.extend(setup.build(sh, what, &manifest, &selection, release, &target_dir, tools)?);
+        }
+    }
     eprintln!("xtask: built the {target} programs for {arch} in {:.1?}", started.elapsed());
 
     let out_dir = image_dir(target, arch);
@@ -121,11 +145,13 @@ fn build_target(
     let cubin_tools = CubinTools::find(target);
     let mut images = Vec::new();
     for artifact in artifacts {
-        let program = artifact.crate_dir.file_name().context("a program folder")?.to_string_lossy().into_owned();
+        let program = artifact.program()?;
         let image = out_dir.join(format!("{program}.{}", target.image_extension()));
         std::fs::copy(&artifact.image, &image)
             .with_context(|| format!("cannot copy {} to {}", artifact.image.display(), image.display()))?;
-        copy_expectations(&artifact.crate_dir, &out_dir, &program)?;
+        if artifact.integration_test.is_none() {
+            copy_expectations(&artifact.crate_dir, &out_dir, &program)?;
+        }
         if let Some(tools) = &cubin_tools {
             tools.make(sh, &image, arch)?;
         }

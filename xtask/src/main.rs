@@ -30,6 +30,9 @@ enum Command {
         /// Where to put it.
         #[arg(long, default_value = "target/bundle")]
         out: std::path::PathBuf,
+        /// The images of nvptx, amdgpu or all (a machine with one kind of GPU needs one kind of image).
+        #[arg(long, default_value = "all")]
+        target: String,
         /// NVIDIA architecture of the cubins and AMD architecture of the code objects (default: sm_90, gfx90a).
         #[arg(long)]
         gpu_arch: Option<String>,
@@ -147,7 +150,9 @@ fn run(cli: Cli) -> Result<()> {
             let code = xtask::suite::run(&sh, &args.program, args.gpu_arch, &args.loader_args)?;
             std::process::exit(code)
         }
-        Command::Bundle { out, gpu_arch, max_size } => xtask::suite::bundle(&sh, &out, gpu_arch, max_size),
+        Command::Bundle { out, target, gpu_arch, max_size } => {
+            xtask::suite::bundle(&sh, &out, &parse_targets(&target)?, gpu_arch, max_size)
+        }
         Command::OutOfTree => {
             xtask::suite::build_host_binaries(&sh)?;
             xtask::out_of_tree::check(&sh, xtask::suite::Gpus::detect()).map(drop)
@@ -178,9 +183,10 @@ mod tests {
 
     #[test]
     fn bundle_takes_an_optional_size_limit() {
-        let cli = Cli::try_parse_from(["cargo xtask", "bundle", "--max-size", "64MiB"]).unwrap();
-        let Command::Bundle { max_size, .. } = cli.command else { panic!("not bundle") };
+        let cli = Cli::try_parse_from(["cargo xtask", "bundle", "--max-size", "64MiB", "--target", "nvptx"]).unwrap();
+        let Command::Bundle { max_size, target, .. } = cli.command else { panic!("not bundle") };
         assert_eq!(max_size, Some(64 << 20));
+        assert_eq!(parse_targets(&target).unwrap(), [GpuTarget::Nvptx]);
         let Command::Bundle { max_size, .. } = Cli::try_parse_from(["cargo xtask", "bundle"]).unwrap().command else {
             panic!("not bundle")
         };

@@ -1,5 +1,6 @@
 //! Image parsing on arbitrary bytes: classification, symbols, kernel signatures, the startup ABI check, the
-//! constructor table of the symbols, and the AMDGPU metadata parser on the bytes as a code object and as msgpack.
+//! constructor table of the symbols, the test table, whether `main` is defined, and the AMDGPU metadata parser on
+//! the bytes as a code object and as msgpack.
 //! None of them may panic, whatever the bytes.
 
 #![no_main]
@@ -18,6 +19,8 @@ fuzz_target!(|data: &[u8]| {
         let _ = image.check_startup_abi();
         let _ = image.is_relocatable();
         let _ = ConstructorTable::of(&image);
+        let _ = gpu_loader::test_list::read(&image);
+        let _ = image.lacks_own_main();
     }
     if let Ok(metadata) = CodeObjectMetadata::read(data) {
         check(&metadata);

@@ -256,7 +256,7 @@ mod tests {
                 heap: 0x6000 as *mut c_void,
                 heap_size: 1 << 30,
             },
-            StartArgs { argc: 3, reserved: 0, argv, envp, result: 0x5000 as *mut i32 },
+            StartArgs { argc: 3, reserved: 0, argv, envp, result: 0x5000 as *mut i32, test: 0x6000 as *const _ },
             EndArgs { result: 0x5000 as *const i32 },
         )
     }
@@ -278,8 +278,9 @@ mod tests {
         assert_eq!(&segment[48..56], &(1u64 << 30).to_le_bytes());
         assert!(segment[56..].iter().all(|&b| b == 0), "the rest is zeroed");
 
-        let segment = kernarg_segment(32, start.as_bytes(), &[], &LaunchParams::SINGLE, 0);
+        let segment = kernarg_segment(40, start.as_bytes(), &[], &LaunchParams::SINGLE, 0);
         assert_eq!(&segment[24..32], &0x5000u64.to_le_bytes());
+        assert_eq!(&segment[32..40], &0x6000u64.to_le_bytes());
         // A kernarg segment smaller than the struct (the symbol info lied) still holds the whole struct.
         let segment = kernarg_segment(0, end.as_bytes(), &[], &LaunchParams::SINGLE, 0);
         assert_eq!(segment, 0x5000u64.to_le_bytes());
@@ -288,39 +289,39 @@ mod tests {
     #[test]
     fn hidden_arguments_are_filled_by_kind() {
         let (_, start, _) = startup_args();
-        // Code object v5's implicit arguments after a 32-byte explicit struct.
+        // Code object v5's implicit arguments after the 40-byte explicit struct.
         let hidden: Vec<KernelArg> = [
-            (32, 4, "hidden_block_count_x"),
-            (36, 4, "hidden_block_count_y"),
-            (40, 4, "hidden_block_count_z"),
-            (44, 2, "hidden_group_size_x"),
-            (46, 2, "hidden_group_size_y"),
-            (48, 2, "hidden_group_size_z"),
-            (50, 2, "hidden_remainder_x"),
-            (72, 8, "hidden_global_offset_x"),
-            (96, 2, "hidden_grid_dims"),
-            (112, 8, "hidden_hostcall_buffer"),
-            (232, 8, "hidden_queue_ptr"),
+            (40, 4, "hidden_block_count_x"),
+            (44, 4, "hidden_block_count_y"),
+            (48, 4, "hidden_block_count_z"),
+            (52, 2, "hidden_group_size_x"),
+            (54, 2, "hidden_group_size_y"),
+            (56, 2, "hidden_group_size_z"),
+            (58, 2, "hidden_remainder_x"),
+            (80, 8, "hidden_global_offset_x"),
+            (104, 2, "hidden_grid_dims"),
+            (120, 8, "hidden_hostcall_buffer"),
+            (240, 8, "hidden_queue_ptr"),
             // Outside the segment: ignored rather than written past its end.
-            (286, 4, "hidden_block_count_x"),
+            (294, 4, "hidden_block_count_x"),
         ]
         .into_iter()
         .map(|(offset, size, kind)| KernelArg { offset, size, value_kind: kind.into() })
         .collect();
         let launch = params([128, 2, 1], [10, 5, 1]);
-        let segment = kernarg_segment(288, start.as_bytes(), &hidden, &launch, 0xabcd_0000);
-        assert_eq!(&segment[..32], start.as_bytes());
+        let segment = kernarg_segment(296, start.as_bytes(), &hidden, &launch, 0xabcd_0000);
+        assert_eq!(&segment[..40], start.as_bytes());
         let u32_at = |at: usize| u32::from_le_bytes(segment[at..at + 4].try_into().unwrap());
         let u16_at = |at: usize| u16::from_le_bytes(segment[at..at + 2].try_into().unwrap());
         let u64_at = |at: usize| u64::from_le_bytes(segment[at..at + 8].try_into().unwrap());
-        assert_eq!([u32_at(32), u32_at(36), u32_at(40)], [10, 5, 1]);
-        assert_eq!([u16_at(44), u16_at(46), u16_at(48)], [128, 2, 1]);
-        assert_eq!(u16_at(50), 0);
-        assert_eq!(u64_at(72), 0);
-        assert_eq!(u16_at(96), 2);
-        assert_eq!(u64_at(112), 0, "no hostcall buffer");
-        assert_eq!(u64_at(232), 0xabcd_0000);
-        assert_eq!(&segment[286..288], &[0, 0]);
+        assert_eq!([u32_at(40), u32_at(44), u32_at(48)], [10, 5, 1]);
+        assert_eq!([u16_at(52), u16_at(54), u16_at(56)], [128, 2, 1]);
+        assert_eq!(u16_at(58), 0);
+        assert_eq!(u64_at(80), 0);
+        assert_eq!(u16_at(104), 2);
+        assert_eq!(u64_at(120), 0, "no hostcall buffer");
+        assert_eq!(u64_at(240), 0xabcd_0000);
+        assert_eq!(&segment[294..296], &[0, 0]);
     }
 
     #[test]

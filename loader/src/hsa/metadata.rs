@@ -277,7 +277,7 @@ mod tests {
         let start = metadata.kernel("_start").unwrap();
         assert_eq!(start.symbol, "_start.kd");
         assert_eq!(start.wavefront_size, Some(64));
-        assert_eq!(start.args, [arg(0, 32, "by_value")]);
+        assert_eq!(start.args, [arg(0, 40, "by_value")]);
         assert!(start.vgpr_count.is_some() && start.sgpr_count.is_some());
     }
 

@@ -264,6 +264,11 @@ impl HsaBackend {
         Ok(backend)
     }
 
+    /// How many GPU agents the runtime offers (the ordinals `--device` takes).
+    pub fn gpu_count(&self) -> Result<u32> {
+        Ok(self.agents()?.0.len() as u32)
+    }
+
     /// The GPU agents that take kernel dispatches, in the runtime's order, and the first CPU agent.
     fn agents(&self) -> Result<(Vec<sys::hsa_agent_t>, Option<sys::hsa_agent_t>)> {
         let mut agents: Vec<sys::hsa_agent_t> = Vec::new();
@@ -660,6 +665,43 @@ impl Backend for HsaBackend {
             local_bytes: code.private_size.into(),
             max_threads_per_block: metadata.max_flat_workgroup_size,
         })
+    }
+
+    fn global_address(&mut self, name: &str) -> Result<u64> {
+        let api = self.api;
+        let executable = self.executable.expect("the code object is loaded before the backend is used");
+        let c_name = std::ffi::CString::new(name).map_err(|_| LoaderError::Driver {
+            api: "hsa_executable_get_symbol_by_name",
+            message: "NUL in name".into(),
+        })?;
+        let mut symbol = sys::hsa_executable_symbol_t { handle: 0 };
+        // SAFETY: the executable is frozen; the name is a C string; `symbol` receives the handle. A program-scope
+        // variable is looked up without an agent.
+        let status = unsafe {
+            api.hsa_executable_get_symbol_by_name(executable, c_name.as_ptr(), std::ptr::null(), &mut symbol)
+        };
+        if status != sys::HSA_STATUS_SUCCESS {
+            // SAFETY: as above, for an agent-scope variable.
+            let status =
+                unsafe { api.hsa_executable_get_symbol_by_name(executable, c_name.as_ptr(), &self.gpu, &mut symbol) };
+            check(api, status, "hsa_executable_get_symbol_by_name").map_err(|error| match error {
+                LoaderError::Driver { api, message } => {
+                    LoaderError::Driver { api, message: format!("`{name}`: {message}") }
+                }
+                other => other,
+            })?;
+        }
+        let mut address = 0u64;
+        // SAFETY: VARIABLE_ADDRESS is a u64, which outlives the call.
+        let status = unsafe {
+            api.hsa_executable_symbol_get_info(
+                symbol,
+                sys::HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_ADDRESS,
+                (&raw mut address).cast(),
+            )
+        };
+        check(api, status, "hsa_executable_symbol_get_info")?;
+        Ok(address)
     }
 
     fn kernel_times(&mut self) -> Option<[Duration; 3]> {

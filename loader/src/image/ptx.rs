@@ -1,8 +1,8 @@
 //! What the loader reads from PTX text without compiling it: whether bytes are PTX, the visible globals and entries,
-//! and each entry's parameter sizes. Everything is one pass over [`Tokens`], which borrows from the text: nothing is
+//! whether a function is defined strongly, the bytes of byte arrays' initializers, and each entry's parameter sizes. Everything is one pass over [`Tokens`], which borrows from the text: nothing is
 //! copied, whatever the size of the file.
 
-use super::KernelSignature;
+use super::{GlobalBytes, KernelSignature};
 
 /// PTX's tokens, with whitespace and `//` and `/* */` comments skipped: a quoted string (as in `.file`), one
 /// punctuation character, or a word (a run of anything else: directives, names, numbers, instructions).
@@ -98,6 +98,95 @@ pub(super) fn globals(text: &str) -> Vec<String> {
         }
     }
     names
+}
+
+/// Whether PTX defines the function `name` (a `.func`, visible or not) with neither `.weak` nor `.extern`: a
+/// weak definition, or a declaration of one defined elsewhere, is not the module's own.
+pub(super) fn defines_strong_function(text: &str, name: &str) -> bool {
+    let mut strong = false;
+    let mut linkage = None;
+    let mut tokens = Tokens::new(text);
+    while let Some(token) = tokens.next() {
+        match token {
+            ".visible" | ".weak" | ".extern" | ".common" => linkage = Some(token),
+            ".func" => {
+                let function = match tokens.next() {
+                    // `.func (.param .b32 retval) name(...)`: the return parameters come first.
+                    Some("(") => tokens.by_ref().find(|&token| token == ")").and_then(|_| tokens.next()),
+                    function => function,
+                };
+                if function == Some(name) {
+                    if matches!(linkage, Some(".weak" | ".extern" | ".common")) {
+                        return false;
+                    }
+                    strong = true;
+                }
+                linkage = None;
+            }
+            _ => linkage = None,
+        }
+    }
+    strong
+}
+
+/// The `.visible .global` byte arrays whose names start with `prefix`, each with its initializer's bytes (`.b8
+/// NAME[N] = {1, 0x2, ...};`) or what keeps them from being read.
+pub(super) fn initialized_globals(text: &str, prefix: &str) -> Vec<(String, GlobalBytes)> {
+    let mut globals = Vec::new();
+    let mut tokens = Tokens::new(text).peekable();
+    while let Some(token) = tokens.next() {
+        if token != ".visible" || tokens.next_if_eq(&".global").is_none() {
+            continue;
+        }
+        // The directives before the name (`.align 1`, `.b8`), then the name.
+        let mut byte_array = false;
+        let name = loop {
+            match tokens.next() {
+                Some(".b8" | ".u8" | ".s8") => byte_array = true,
+                Some(token) if token.starts_with('.') || token.bytes().all(|b| b.is_ascii_digit()) => {}
+                name => break name,
+            }
+        };
+        let Some(name) = name.filter(|name| name.starts_with(prefix) && !is_punctuation(name)) else { continue };
+        let bytes = if byte_array {
+            byte_array_initializer(&mut tokens).map_err(|what| format!("global `{name}` {what}"))
+        } else {
+            Err(format!("global `{name}` is not a byte array (`.b8`)"))
+        };
+        globals.push((name.to_owned(), bytes));
+    }
+    globals
+}
+
+/// The bytes of `[N] = {...}`, from the tokens after a byte array's name; the tokens are read to its `;`.
+fn byte_array_initializer<'a>(tokens: &mut impl Iterator<Item = &'a str>) -> Result<Vec<u8>, String> {
+    let mut statement = tokens.take_while(|&token| token != ";");
+    let size = match (statement.next(), statement.next(), statement.next()) {
+        (Some("["), Some(size), Some("]")) => size.parse::<usize>().ok(),
+        _ => None,
+    };
+    let size = size.ok_or("has no array size")?;
+    if (statement.next(), statement.next()) != (Some("="), Some("{")) {
+        return Err("has no initializer".into());
+    }
+    let mut bytes = Vec::new();
+    loop {
+        let element = statement.next().ok_or("has an unterminated initializer")?;
+        let byte = match element.strip_prefix("0x").or_else(|| element.strip_prefix("0X")) {
+            Some(hex) => u8::from_str_radix(hex, 16).ok(),
+            None => element.parse().ok(),
+        };
+        bytes.push(byte.ok_or("has an initializer element that is not a byte")?);
+        match statement.next() {
+            Some(",") => {}
+            Some("}") => break,
+            _ => return Err("has an initializer element that is not a byte".into()),
+        }
+    }
+    if bytes.len() != size {
+        return Err(format!("is {size} bytes, but its initializer has {}", bytes.len()));
+    }
+    Ok(bytes)
 }
 
 /// Every `.entry` in PTX with its parameters' sizes.
@@ -263,6 +352,56 @@ mod tests {
     fn functions_with_return_parameters_are_named() {
         let text = ".visible .func (.param .b32 retval) main(.param .b32 a)\n.visible .func other()\n.visible .entry (";
         assert_eq!(globals(text), ["main", "other"]);
+    }
+
+    #[test]
+    fn a_function_defined_weak_or_declared_extern_is_not_defined_strongly() {
+        let main = |linkage: &str| format!("{linkage} .func (.param .b32 retval) main(.param .b32 a)\n{{ ret; }}");
+        assert!(defines_strong_function(&main(".visible"), "main"));
+        assert!(defines_strong_function(&main(""), "main"), "an internal definition is the module's own");
+        assert!(!defines_strong_function(&main(".weak"), "main"));
+        assert!(!defines_strong_function(&main(".extern"), "main"));
+        assert!(!defines_strong_function(&main(".visible"), "other"));
+        // A call names the function without `.func`.
+        assert!(!defines_strong_function("{ call.uni (retval0), main, (param0); }", "main"));
+        // A prototype before the definition is the same function.
+        let twice = format!("{};\n{}", main(".visible"), main(".visible"));
+        assert!(defines_strong_function(&twice, "main"));
+    }
+
+    #[test]
+    fn byte_arrays_are_read_from_their_initializers() {
+        let text = ".visible .global .align 1 .b8 meta_a[3] = {1, 0x2,\n\t0xff};\n\
+                    .visible .global .align 8 .u64 meta_entry = trampoline;\n\
+                    .global .align 1 .b8 meta_hidden[1] = {1};\n\
+                    .visible .global .align 1 .b8 other[1] = {1};";
+        let globals = initialized_globals(text, "meta_");
+        assert_eq!(
+            globals,
+            [
+                ("meta_a".to_owned(), Ok(vec![1, 2, 255])),
+                ("meta_entry".to_owned(), Err("global `meta_entry` is not a byte array (`.b8`)".into())),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_byte_array_that_does_not_hold_together_is_named() {
+        for (declaration, problem) in [
+            (".b8 m[4] = {1, 2, 3};", "is 4 bytes, but its initializer has 3"),
+            (".b8 m[2] = {1, 2, 3};", "is 2 bytes, but its initializer has 3"),
+            (".b8 m[1] = {256};", "has an initializer element that is not a byte"),
+            (".b8 m[1] = {x};", "has an initializer element that is not a byte"),
+            (".b8 m[1] = {1 2};", "has an initializer element that is not a byte"),
+            (".b8 m[1];", "has no initializer"),
+            (".b8 m = {1};", "has no array size"),
+            (".b8 m[1] = {1,", "has an unterminated initializer"),
+        ] {
+            let text = format!(".visible .global .b8 m0[1] = {{7}};\n.visible .global .align 1 {declaration}");
+            let globals = initialized_globals(&text, "m");
+            assert_eq!(globals[0], ("m0".to_owned(), Ok(vec![7])));
+            assert_eq!(globals[1], ("m".to_owned(), Err(format!("global `m` {problem}"))), "{declaration}");
+        }
     }
 
     #[test]

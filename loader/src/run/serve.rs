@@ -5,13 +5,15 @@
 use std::time::{Duration, Instant};
 
 use startup_common::abi::{self, Control};
+use startup_common::startup::PANIC_EXIT_CODE;
 
-use super::{Backend, Kernel, Progress, RunOptions, RunReport, pending_signal};
+use super::{Backend, Kernel, PANIC_GRACE, Progress, RunReport, panicked_threads, pending_signal};
 use crate::error::{LoaderError, Result};
 use crate::server::{GiveUpReason, GivenUp, HostServer, Outcome};
 use crate::status::RunStatus;
 
-/// Serves RPC until the program reports its end, faults, times out or the loader is interrupted.
+/// Serves RPC until the program reports its end, faults, runs past `timeout`, panics and does not end within
+/// [`PANIC_GRACE`], or the loader is interrupted.
 ///
 /// While messages come, the loop polls the ports flat out: a reply goes out as soon as a pass finds the message.
 /// After [`SPIN_WINDOW`] without one it sleeps [`IDLE_SLEEP`] between passes, with the thread's timer slack at its
@@ -22,10 +24,12 @@ use crate::status::RunStatus;
 pub(super) fn serve<B: Backend>(
     backend: &mut B,
     server: &mut HostServer,
-    options: &RunOptions,
+    timeout: Option<Duration>,
     control: *const Control,
 ) -> Result<RunReport> {
-    let deadline = options.timeout.map(|timeout| Instant::now() + timeout);
+    let deadline = timeout.map(|timeout| Instant::now() + timeout);
+    // Set when a thread first reports a panic: threads that wait for a panicked one never end.
+    let mut panic_deadline: Option<Instant> = None;
     // Set when the loop first sleeps: a run that never does (most short ones) makes no system call for it.
     let mut precise_sleeps: Option<PreciseSleeps> = None;
     let mut lost = LostMessages::default();
@@ -85,6 +89,10 @@ pub(super) fn serve<B: Backend>(
                 return match server.outcome() {
                     Some(Outcome::Exit(code)) => Ok(lost.into_report(RunStatus::Exited(code), true)),
                     Some(Outcome::Abort) => Ok(lost.into_report(RunStatus::Aborted, true)),
+                    // A destructor or `atexit` handler panicked in `_end`: its thread ended before the exit.
+                    None if panicked_threads(control) > 0 => {
+                        Ok(lost.into_report(RunStatus::Exited(PANIC_EXIT_CODE.into()), true))
+                    }
                     None => Err(LoaderError::NoExitReported),
                 };
             }
@@ -97,15 +105,18 @@ pub(super) fn serve<B: Backend>(
         }
         if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
             drain(backend, server, &mut lost)?;
-            eprintln!(
-                "gpu-loader: the program ran past its {:?} timeout and was stopped",
-                options.timeout.unwrap_or_default()
-            );
             return Ok(lost.into_report(RunStatus::TimedOut, false));
         }
         if let Some(signal) = pending_signal() {
             drain(backend, server, &mut lost)?;
             return Ok(lost.into_report(RunStatus::Interrupted(signal), false));
+        }
+        if panic_deadline.is_none() && panicked_threads(control) > 0 {
+            panic_deadline = Some(Instant::now() + PANIC_GRACE);
+        }
+        if panic_deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            drain(backend, server, &mut lost)?;
+            return Ok(lost.into_report(RunStatus::Exited(PANIC_EXIT_CODE.into()), false));
         }
     }
 }
@@ -196,7 +207,7 @@ impl LostMessages {
                 eprintln!("gpu-loader: {message}");
             }
         }
-        RunReport { status, finished, messages_given_up: self.count }
+        RunReport { status, finished, messages_given_up: self.count, panicked_threads: 0, constructors_ran: true }
     }
 }
 

@@ -86,6 +86,9 @@ impl Backend for StandIn {
     fn resource_usage(&self, _: Kernel) -> Result<ResourceUsage> {
         Ok(ResourceUsage::default())
     }
+    fn global_address(&mut self, _: &str) -> Result<u64> {
+        Ok(0)
+    }
 }
 
 impl Drop for StandIn {
@@ -173,6 +176,15 @@ fn a_bad_port_count_is_an_error() {
         let error = Session::new(backend, &options, &arguments()).err().expect("refused");
         assert!(matches!(error, LoaderError::BadRpcPorts(n) if n == ports));
     }
+}
+
+/// Through the library a test binary is refused as a program, before any GPU work: its tests run through the test
+/// runner.
+#[test]
+fn a_test_binary_is_not_run_as_a_program() {
+    let image = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tests-min.ptx");
+    let error = run(&RunOptions::new(&image)).unwrap_err().to_string();
+    assert!(error.ends_with("tests-min.ptx: is a test binary (it has tests, or no `main` of its own): `gpu-loader IMAGE [libtest options]` runs its tests"), "{error}");
 }
 
 /// A thread that stalls in the middle of a line while the kernels run is given up after the stall limit; the other
@@ -332,6 +344,9 @@ impl Backend for Tight {
         unreachable!("only the heap is reserved")
     }
     fn resource_usage(&self, _: Kernel) -> Result<ResourceUsage> {
+        unreachable!("only the heap is reserved")
+    }
+    fn global_address(&mut self, _: &str) -> Result<u64> {
         unreachable!("only the heap is reserved")
     }
 }

@@ -24,8 +24,8 @@
 //!
 //! - entry point, constructors and destructors: [`main`], [`constructor`], [`destructor`], all on plain functions;
 //! - [`env`](mod@env): arguments and environment as `&'static str`, with `_os` variants for bytes that are not UTF-8;
-//! - [`thread`], [`block`], [`grid`]: where the calling thread is, and the launch's shape; [`time`]: the device
-//!   clock;
+//! - [`thread`], [`block`], [`grid`]: where the calling thread is, and the launch's shape; [`warp`]: the lanes that
+//!   run together, and votes among them; [`time`]: the device clock;
 //! - [`print!`], [`println!`], [`eprint!`], [`eprintln!`]: each call reaches the host whole, never interleaved with
 //!   another thread's;
 //! - [`process`]: `exit`, `abort`, `atexit`;
@@ -34,7 +34,9 @@
 //!   (`--heap-size`); running out is Rust's `handle_alloc_error`;
 //! - a panic handler that prints the message with the thread and exits with 101 (feature `panic-handler`, on by
 //!   default);
-//! - [`rpc`]: the channel to the host underneath, for the runtime's own tests and new host services.
+//! - [`rpc`]: the channel to the host underneath, for the runtime's own tests and new host services;
+//! - tests: [`#[gpu_startup::test]`](test) functions, which `cargo test` runs on the GPU through `gpu-loader`
+//!   (`docs/testing-your-code.md`).
 //!
 //! The crate builds on the host too, where one host thread stands in for the grid: that is how its documentation
 //! and compile-error tests are checked.
@@ -48,6 +50,7 @@ pub mod process;
 pub mod rpc;
 pub mod thread;
 pub mod time;
+pub mod warp;
 
 /// Marks the program's entry point: every thread of the grid calls it, after the constructors.
 ///
@@ -117,6 +120,64 @@ pub use gpu_startup_macros::constructor;
 /// ```
 pub use gpu_startup_macros::destructor;
 
+/// Marks a test, which `cargo test` runs on the GPU: every thread of the test's grid calls it, in a launch of its own
+/// (`docs/testing-your-code.md`). Like libtest's `#[test]`, the function exists in test builds only.
+///
+/// The function is `fn NAME()` or `fn NAME() -> Result<(), E>` with `E: Debug` (an `Err` fails the test). Options:
+///
+/// - `ignore`: run only when asked for ignored tests (`--ignored`, `--include-ignored`);
+/// - `should_panic`, `should_panic(expected = "text")`: pass only if a thread panics (with `text` in the message);
+/// - `threads = N` or `threads = [X, Y, Z]`, `blocks = N` or `blocks = [X, Y, Z]`: the test's grid (otherwise the
+///   runner's `--threads` and `--blocks`, one thread by default);
+/// - `timeout = SECONDS` (`5`, `0.5`): the test fails when it runs longer (otherwise `--timeout`, or 60 s).
+///
+/// libtest's own `#[ignore]` and `#[should_panic(expected = "...")]` on the function work too. One line sets a crate
+/// up for tests (see [`test_runner`]): in a program, as here, `#![cfg_attr(test, feature(custom_test_frameworks),
+/// test_runner(gpu_startup::test_runner))]`; a library adds `no_main` to it.
+///
+/// ```no_run
+/// #![no_std]
+/// #![no_main]
+/// #![cfg_attr(test, feature(custom_test_frameworks), test_runner(gpu_startup::test_runner))]
+///
+/// /// The sum of `value` over the lanes of a warp.
+/// fn warp_sum(value: u32) -> u32 {
+///     (0..32).map(|bit| gpu_startup::warp::ballot(value >> bit & 1 == 1).count_ones() << bit).sum()
+/// }
+///
+/// #[gpu_startup::main]
+/// fn main() {
+///     gpu_startup::println!("{}", warp_sum(gpu_startup::thread::lane()));
+/// }
+///
+/// #[cfg(test)]
+/// mod tests {
+///     #[gpu_startup::test(threads = 32, timeout = 5)]
+///     fn sums_the_lane_numbers() {
+///         assert_eq!(super::warp_sum(gpu_startup::thread::lane()), (0..32).sum::<u32>());
+///     }
+///
+///     #[gpu_startup::test(should_panic(expected = "too large"))]
+///     fn refuses_a_large_grid() {
+///         panic!("a grid too large");
+///     }
+/// }
+/// ```
+///
+/// Anything else is a compile error that names what the attribute takes:
+///
+/// ```compile_fail
+/// #[gpu_startup::test(threads = 0)] // error: `threads` counts are whole numbers from 1 to 4294967295
+/// fn empty_grid() {}
+/// ```
+pub use gpu_startup_macros::test;
+
+/// The test runner a crate names for its tests: `#![test_runner(gpu_startup::test_runner)]`, with
+/// `#![feature(custom_test_frameworks)]`, so that `cargo test` builds its tests for the GPU without libtest (which
+/// needs `std`). It is never called: `gpu-loader`, `cargo test`'s runner, finds the [`test`] functions in the image
+/// and runs each in a launch of its own. `#[test_case]` items are not tests here; `#[gpu_startup::test]` makes them.
+pub fn test_runner(_tests: &[&dyn core::any::Any]) {}
+
 /// Prints to the program's stdout, like `std::print!`; one call arrives whole.
 pub use startup_common::print;
 
@@ -133,5 +194,5 @@ pub use startup_common::eprintln;
 #[doc(hidden)]
 pub mod __private {
     pub use core::ffi::{c_char, c_int};
-    pub use startup_common::{constructor, destructor};
+    pub use startup_common::{constructor, destructor, gpu_test};
 }

@@ -1,4 +1,4 @@
-//! The attributes of `gpu-startup`: `#[main]`, `#[constructor]` and `#[destructor]`. Use them through `gpu-startup`,
+//! The attributes of `gpu-startup`: `#[main]`, `#[constructor]`, `#[destructor]` and `#[test]`. Use them through `gpu-startup`,
 //! whose documentation has their examples; this crate is its implementation detail (as cortex-m-rt keeps its
 //! `#[entry]` in cortex-m-rt-macros).
 //!
@@ -14,6 +14,8 @@ use quote::{format_ident, quote};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{Ident, ItemFn, LitInt, ReturnType, Signature, Type};
+
+mod test;
 
 /// See `gpu_startup::main`.
 #[proc_macro_attribute]
@@ -31,6 +33,14 @@ pub fn constructor(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn destructor(args: TokenStream, item: TokenStream) -> TokenStream {
     output(expand_callback(Callback::Destructor, args.into(), item.into()))
+}
+
+/// See `gpu_startup::test`.
+#[proc_macro_attribute]
+pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
+    let span = proc_macro::Span::call_site();
+    let site = test::Site { file: span.file(), line: span.line(), column: span.column() };
+    output(test::expand_test(args.into(), item.into(), &site))
 }
 
 fn output(expansion: syn::Result<TokenStream2>) -> TokenStream {
@@ -88,11 +98,15 @@ fn expand_main(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStrea
         MainReturn::Status | MainReturn::Never => quote! { #name() },
     };
     let private = quote! { ::gpu_startup::__private };
+    // A test build runs tests, never `main`: without a `main` of its own, its image is a test binary even when it
+    // has no tests (`docs/testing-your-code.md`).
     Ok(quote! {
+        #[cfg_attr(test, allow(dead_code))]
         #function
 
         /// The C `main` that every thread of the grid calls (`docs/abi.md`), running the function above.
         #[doc(hidden)]
+        #[cfg(not(test))]
         #[unsafe(export_name = "main")]
         extern "C" fn __gpu_startup_main(
             _argc: #private::c_int,
@@ -212,14 +226,14 @@ fn parse_priority(attribute: &str, args: TokenStream2) -> syn::Result<u16> {
     Ok(priority.unwrap_or(DEFAULT_PRIORITY))
 }
 
-fn parse_function(attribute: &str, expected: &str, item: TokenStream2) -> syn::Result<ItemFn> {
+pub(crate) fn parse_function(attribute: &str, expected: &str, item: TokenStream2) -> syn::Result<ItemFn> {
     syn::parse2(item.clone())
         .map_err(|_| syn::Error::new(item.span(), format!("`{attribute}` goes on a function: {expected}")))
 }
 
 /// Refuses what the startup cannot call through a plain function pointer: `async`, `const`, `unsafe`, an ABI,
 /// generics, variadics.
-fn check_plain(attribute: &str, expected: &str, signature: &Signature) -> syn::Result<()> {
+pub(crate) fn check_plain(attribute: &str, expected: &str, signature: &Signature) -> syn::Result<()> {
     let problem = if signature.asyncness.is_some() {
         Some((signature.asyncness.span(), "an `async fn`"))
     } else if signature.constness.is_some() {
@@ -253,7 +267,8 @@ fn unique_ident(kind: &str, function: &Ident) -> Ident {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    // Not `super::*`: the crate's own `test` attribute would shadow the built-in one.
+    use super::{Callback, TokenStream2, expand_callback, expand_main, format_ident, unique_ident};
 
     fn main_error(item: &str) -> String {
         expand_main(TokenStream2::new(), item.parse().unwrap()).unwrap_err().to_string()
@@ -270,9 +285,11 @@ mod tests {
     #[test]
     fn main_exports_a_c_main_that_returns_the_status() {
         let expanded = normalized(expand_main(TokenStream2::new(), "fn main() -> i32 { 3 }".parse().unwrap()).unwrap());
-        assert!(expanded.starts_with("fn main () -> i32 { 3 }"), "{expanded}");
+        assert!(expanded.starts_with("# [cfg_attr (test , allow (dead_code))] fn main () -> i32 { 3 }"), "{expanded}");
         assert!(
-            expanded.contains("# [unsafe (export_name = \"main\")] extern \"C\" fn __gpu_startup_main"),
+            expanded.contains(
+                "# [cfg (not (test))] # [unsafe (export_name = \"main\")] extern \"C\" fn __gpu_startup_main"
+            ),
             "{expanded}"
         );
         assert!(expanded.ends_with("{ main () }"), "{expanded}");

@@ -1,0 +1,207 @@
+//! The test runner: `gpu-loader [LOADER OPTIONS] IMAGE [LIBTEST OPTIONS]` for an image with a test table (a test
+//! binary). The options after the image are libtest's, so that `cargo test`'s runner, nextest and IDEs drive it as a
+//! host test binary: filters, `--exact`, `--skip`, `--ignored`, `--include-ignored`, `--list` (with `--format
+//! terse`), `--nocapture` (`--no-capture`), `--show-output`, `-q`, `--test-threads`, `--format json`. libtest-mimic
+//! parses them and prints libtest's report; the exit code is 0, or 101 when a test failed.
+//!
+//! Listing and filtering read the image only. Running starts a worker process per GPU ([`worker`]), which loads the
+//! image once and runs each test as its own `_begin`/`_start`/`_end` sequence; [`pool`] spreads the tests over the
+//! GPUs, and a test that leaves its worker unusable (a fault, a timeout) fails alone while a new worker takes over.
+
+pub mod child;
+pub mod pool;
+pub mod protocol;
+pub mod verdict;
+pub mod worker;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use clap::Parser;
+use libtest_mimic::{Arguments, Failed, Trial};
+
+use self::child::{ProcessWorker, WorkerCommand};
+use self::pool::{Pool, Spawn};
+use self::protocol::RunRequest;
+use crate::image::Platform;
+use crate::run::RunOptions;
+use crate::status::{LOADER_ERROR_EXIT_CODE, USAGE_EXIT_CODE};
+use crate::test_list::TestCase;
+
+/// A test's time limit when neither the test nor `--timeout` gives one: a test that never returns must not stall
+/// the suite.
+pub const DEFAULT_TEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// libtest's exit code when a test failed.
+pub const TEST_FAILED_EXIT_CODE: i32 = 101;
+
+/// Parses libtest's options as the test binary's command line (`args` after the image); clap's error on bad ones.
+/// `--no-capture`, libtest's newer spelling, means `--nocapture`; `-q` (`--quiet`) with `--format` means the format,
+/// as libtest takes it (`cargo test -q` passes `--quiet` on), where libtest-mimic refuses the two together.
+pub fn parse_arguments(image: &std::path::Path, args: &[OsString]) -> Result<Arguments, clap::Error> {
+    let has_format = args.iter().any(|arg| arg == "--format" || arg.as_encoded_bytes().starts_with(b"--format="));
+    let args = args
+        .iter()
+        .filter(|arg| !(has_format && (*arg == "-q" || *arg == "--quiet")))
+        .map(|arg| if arg == "--no-capture" { OsString::from("--nocapture") } else { arg.clone() });
+    Arguments::try_parse_from(std::iter::once(image.as_os_str().to_owned()).chain(args))
+}
+
+/// Runs (or lists) the tests of the test binary `options.image` for `platform`; returns the exit code. `device`
+/// pins one GPU; otherwise the tests spread over all of them (under nextest, see [`nextest_device`]).
+pub fn run(
+    options: &RunOptions,
+    device: Option<usize>,
+    platform: Platform,
+    tests: Vec<TestCase>,
+    args: &[OsString],
+) -> i32 {
+    // libtest-mimic's report panics when stdout is a closed pipe (`gpu-loader IMAGE --list | head`); a test binary
+    // then ends as other commands do, quietly by SIGPIPE.
+    // SAFETY: restores the default disposition of one signal; no handler of the loader's is involved.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    let mut arguments = match parse_arguments(&options.image, args) {
+        Ok(arguments) => arguments,
+        Err(error) => {
+            let _ = error.print();
+            return if error.use_stderr() { USAGE_EXIT_CODE } else { 0 };
+        }
+    };
+    let runner = Arc::new(OnceLock::new());
+    let trials: Vec<Trial> = tests.iter().map(|test| trial(test, options, &arguments, &runner)).collect();
+    let selected = trials.iter().filter(|t| !arguments.is_filtered_out(t) && !arguments.is_ignored(t)).count();
+    if !arguments.list {
+        if selected == 0 && !trials.is_empty() && trials.iter().all(|t| arguments.is_filtered_out(t)) {
+            eprintln!(
+                "gpu-loader: no test of {} matches the filters ({} test{} in the binary)",
+                options.image.display(),
+                trials.len(),
+                if trials.len() == 1 { "" } else { "s" }
+            );
+        }
+        if selected > 0 {
+            let device = device.or_else(|| nextest_device(platform));
+            let first = device.unwrap_or(0);
+            let command = worker_command(options);
+            let (worker, gpus) = match ProcessWorker::start(&command, first) {
+                Ok(started) => started,
+                Err(message) => {
+                    eprintln!("gpu-loader: {}", message.replace('\n', "\\n"));
+                    return LOADER_ERROR_EXIT_CODE;
+                }
+            };
+            let devices: Vec<usize> = match device {
+                Some(device) => vec![device],
+                None => (0..gpus as usize).collect(),
+            };
+            let wanted = arguments.test_threads.unwrap_or(usize::MAX).max(1);
+            arguments.test_threads = Some(devices.len().min(wanted).min(selected).max(1));
+            let spawn: Spawn<ProcessWorker> =
+                Box::new(move |device| ProcessWorker::start(&command, device).map(|(worker, _)| worker));
+            let pool = Pool::new(&devices, Some((first, worker)), spawn);
+            let _ = runner.set(Runner { pool, several_gpus: devices.len() > 1 });
+        }
+    }
+    let conclusion = libtest_mimic::run(&arguments, trials);
+    // The trials, and their references to the runner, are gone: dropping it closes the workers' input, and a worker
+    // waiting for a test exits.
+    drop(runner);
+    if conclusion.has_failed() { TEST_FAILED_EXIT_CODE } else { 0 }
+}
+
+/// The GPU for a test that nextest runs in a test group: nextest runs each test in a process of its own, and numbers
+/// the tests of a group that run at once from 0 (`NEXTEST_TEST_GROUP_SLOT`); slot `n` takes GPU `n` modulo the
+/// GPUs found, so a group with as many threads as GPUs keeps one test on each. NVIDIA only: for AMD (and outside a
+/// group) the tests take GPU 0 unless `--device` says otherwise.
+pub fn nextest_device(platform: Platform) -> Option<usize> {
+    let slot: usize = std::env::var("NEXTEST_TEST_GROUP_SLOT").ok()?.parse().ok()?;
+    match platform {
+        Platform::Cuda => crate::cuda::init_driver().ok().map(|gpus| slot % gpus.max(1) as usize),
+        Platform::Hsa => None,
+    }
+}
+
+/// What the trials share once the tests run.
+struct Runner {
+    pool: Pool<ProcessWorker>,
+    several_gpus: bool,
+}
+
+/// How long past a test's own timeout (which the worker enforces) the runner waits for the worker's report: the
+/// serve loop's drain, the panic grace and some slack.
+const ANSWER_SLACK: Duration = Duration::from_secs(30);
+
+/// How workers start: this very binary, with the loader options that apply to every test.
+fn worker_command(options: &RunOptions) -> WorkerCommand {
+    let program = std::env::current_exe().unwrap_or_else(|_| "gpu-loader".into());
+    let mut args: Vec<OsString> = vec![
+        "--test-worker".into(),
+        "--rpc-ports".into(),
+        options.rpc_ports.to_string().into(),
+        "--stack-size".into(),
+        options.stack_size.to_string().into(),
+    ];
+    if let Some(bytes) = options.heap_size {
+        args.extend(["--heap-size".into(), bytes.to_string().into()]);
+    }
+    WorkerCommand { program, args, image: options.image.clone(), answer_slack: ANSWER_SLACK }
+}
+
+/// The trial for one test: its run on a GPU, judged by [`verdict::verdict`].
+fn trial(test: &TestCase, options: &RunOptions, arguments: &Arguments, runner: &Arc<OnceLock<Runner>>) -> Trial {
+    let request = RunRequest {
+        entry_symbol: test.entry_symbol.clone(),
+        threads: test.threads.unwrap_or(options.launch.threads),
+        blocks: test.blocks.unwrap_or(options.launch.blocks),
+        timeout: test.timeout.or(options.timeout).unwrap_or(DEFAULT_TEST_TIMEOUT),
+    };
+    // libtest-mimic prints nothing of a passing test's output: with `--show-output` it is shown as it arrives, as
+    // with `--nocapture`.
+    let live = arguments.nocapture || arguments.show_output;
+    let runner = Arc::clone(runner);
+    let test_case = test.clone();
+    Trial::test(test.name.clone(), move || {
+        let threads = request.threads.iter().chain(&request.blocks).map(|&n| u64::from(n)).product();
+        let mut output = Vec::new();
+        let mut sink = |stderr: bool, bytes: &[u8]| {
+            if live {
+                // The report's own lines go to stdout too; a failed write only loses output.
+                let _ = if stderr { std::io::stderr().write_all(bytes) } else { std::io::stdout().write_all(bytes) };
+            } else {
+                output.extend_from_slice(bytes);
+            }
+        };
+        // Set before any test runs: only tests that run need workers.
+        let runner = runner.get().ok_or("the test runner has no GPU workers")?;
+        let (device, result) = runner.pool.run(&request, &mut sink);
+        let output = String::from_utf8_lossy(&output);
+        let reason = match result {
+            Ok(result) => match verdict::verdict(&test_case, threads, request.timeout, &result, &output) {
+                Ok(()) => return Ok(()),
+                Err(reason) => reason,
+            },
+            Err(reason) => reason,
+        };
+        let reason = if runner.several_gpus { format!("{reason} (on GPU {device})") } else { reason };
+        Err(Failed::from(verdict::failure_message(&output, &reason)))
+    })
+    .with_ignored_flag(test.ignore)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_get_the_loader_options_that_apply_to_every_test() {
+        let mut options = RunOptions::new("tests.ptx");
+        options.rpc_ports = 5;
+        options.stack_size = 16384;
+        let args = |options: &RunOptions| worker_command(options).args;
+        assert_eq!(args(&options), ["--test-worker", "--rpc-ports", "5", "--stack-size", "16384"]);
+        options.heap_size = Some(1 << 20);
+        assert_eq!(args(&options)[5..], ["--heap-size", "1048576"]);
+    }
+}

@@ -1,0 +1,6 @@
+#![no_std]
+#![no_main]
+
+#[gpu_startup::test(ignore)]
+#[ignore]
+fn not_ready() {}

@@ -1,0 +1,5 @@
+#![no_std]
+#![no_main]
+
+#[gpu_startup::test(repeat = 10)]
+fn flaky() {}

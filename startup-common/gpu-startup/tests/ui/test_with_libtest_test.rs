@@ -1,0 +1,6 @@
+#![no_std]
+#![no_main]
+
+#[gpu_startup::test]
+#[test]
+fn adds() {}
