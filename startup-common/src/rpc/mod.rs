@@ -18,16 +18,22 @@
 //! protocol has no data race in Rust's model, runs under Miri, and is modelled under loom with the same source
 //! (`--cfg loom` swaps the atomic types).
 
+mod call;
 mod client;
 #[cfg(any(test, feature = "host"))]
 mod host;
+#[cfg(any(test, feature = "host"))]
+mod host_calls;
 mod server;
 #[cfg(test)]
 mod tests;
 
+pub use call::{HostCall, Pod, ReservedOpcode, UserOpcode, Zeroable};
 pub use client::{Client, Port};
 #[cfg(any(test, feature = "host"))]
 pub use host::{HostBlockMemory, HostRegion, Received, StreamTooLong};
+#[cfg(any(test, feature = "host"))]
+pub use host_calls::{AlreadyRegistered, HostCallError, HostCalls};
 pub use server::{Server, ServerPort, StreamPiece};
 
 #[cfg(all(loom, not(any(test, feature = "host"))))]
@@ -116,8 +122,14 @@ pub mod opcode {
     /// port lock, header, scan or dispatch): the baseline of the round trip, measured on the same port, SM and host
     /// thread as the messages it is compared with. The server does nothing else meanwhile.
     pub const TEST_HAND_OFFS: u32 = 0x104;
-    /// Opcodes from here on are free for programs and loaders to define.
+    /// The first opcode of the users' range: below it, the startup's own operations (reserved, whether defined yet
+    /// or not); from it on, host calls that a program and the host program embedding the loader define.
     pub const FIRST_USER: u32 = 0x1_0000;
+
+    /// Whether `opcode` is reserved for the startup's own operations.
+    pub const fn is_reserved(opcode: u32) -> bool {
+        opcode < FIRST_USER
+    }
 
     /// The name of a built-in opcode, for messages about it.
     pub const fn name(opcode: u32) -> Option<&'static str> {
