@@ -4,7 +4,7 @@
 use super::*;
 use startup_common::gpu::HostThread;
 use startup_common::io as gpu_io;
-use startup_common::rpc::{Client, HostRegion, Layout};
+use startup_common::rpc::{Client, HostCall, HostRegion, Layout, UserOpcode};
 use startup_common::rpc::{Scribble, WriteHead};
 use std::sync::{Arc, Mutex};
 
@@ -197,6 +197,7 @@ fn a_stream_cut_short_is_given_up_and_its_bytes_kept() {
         [GivenUp {
             port: given_up[0].port,
             opcode: opcode::WRITE,
+            host_call: None,
             lanes: 1,
             sender: Some(ThreadIds::default()),
             why: GiveUpReason::ClientGone
@@ -266,6 +267,7 @@ fn a_stalled_message_is_given_up_and_the_rest_served() {
         [GivenUp {
             port: stalled_port,
             opcode: opcode::WRITE,
+            host_call: None,
             lanes: 1,
             sender: Some(writer),
             why: GiveUpReason::Stalled(limit)
@@ -285,6 +287,26 @@ fn a_stalled_message_is_given_up_and_the_rest_served() {
     let mut lines: Vec<&str> = text.lines().collect();
     lines.sort();
     assert_eq!(lines, ["another thread goes on", "this line stalls after its first packet."]);
+}
+
+/// A message given up is named by what it is: the startup's operation, the host call as registered, or the number.
+#[test]
+fn a_message_given_up_is_named_by_its_operation() {
+    let given_up = |opcode, host_call| GivenUp {
+        port: 2,
+        opcode,
+        host_call,
+        lanes: 0x5,
+        sender: None,
+        why: GiveUpReason::ClientGone,
+    };
+    let end = "from lanes 0x5): its client stopped in the middle of it";
+    assert_eq!(given_up(opcode::EXIT, None).to_string(), format!("RPC: gave up a message on port 2 (EXIT {end}"));
+    assert_eq!(
+        given_up(0x1_0001, Some("reverse")).to_string(),
+        format!("RPC: gave up a message on port 2 (host call `reverse`, opcode 0x10001, {end}")
+    );
+    assert_eq!(given_up(0x1_0001, None).to_string(), format!("RPC: gave up a message on port 2 (opcode 0x10001 {end}"));
 }
 
 /// Writes a region's words directly, as a GPU program that writes over its RPC region does.
@@ -313,14 +335,17 @@ impl Scribbler {
     }
 }
 
-/// Posts a one-packet `FIRST_USER` message of one lane on `port` of the region at `region`, as a client would,
+/// The user opcode the tests post raw messages with.
+const REPOST: UserOpcode = UserOpcode::new(opcode::FIRST_USER, "repost");
+
+/// Posts a one-packet [`REPOST`] message of one lane on `port` of the region at `region`, as a client would,
 /// straight through the layout's words.
 fn post_raw(region: usize, layout: Layout, port: u32) {
     let scribbler = Scribbler { base: region, layout };
     // SAFETY: the index is a word of the live region; reading it atomically is how the client reads its outbox.
     let out = unsafe { std::sync::atomic::AtomicU64::from_ptr((region as *mut u64).add(layout.client_outbox(port))) }
         .load(std::sync::atomic::Ordering::Relaxed);
-    scribbler.post(port, u64::from(opcode::FIRST_USER), 1, &[], out ^ 1);
+    scribbler.post(port, u64::from(REPOST.number()), 1, &[], out ^ 1);
 }
 
 /// A message on one of the latest ports is served in the same pass even when it arrives after the scan went
@@ -331,18 +356,18 @@ fn a_latest_port_is_looked_at_again_within_the_pass() {
     let layout = Layout::new(128, 1);
     let region = HostRegion::new(layout);
     let address = region.as_ptr() as usize;
-    // SAFETY: a fresh zeroed region laid out for 128 ports of one lane, outliving the server; its only server.
-    let mut server = unsafe { HostServer::new(region.as_ptr(), 128, 1) };
-    server.register(
-        opcode::FIRST_USER,
-        Box::new(move |port, _| {
+    let mut calls = HostCalls::new();
+    calls
+        .on_message(REPOST, move |port| {
             port.recv(|_, _| {});
             if port.index() == 70 {
                 post_raw(address, layout, 0);
             }
             Ok(())
-        }),
-    );
+        })
+        .unwrap();
+    // SAFETY: a fresh zeroed region laid out for 128 ports of one lane, outliving the server; its only server.
+    let mut server = unsafe { HostServer::new(region.as_ptr(), 128, 1) }.with_host_calls(calls);
     post_raw(address, layout, 0);
     server.poll().unwrap();
     assert_eq!(server.stats().messages, 1);
@@ -351,34 +376,37 @@ fn a_latest_port_is_looked_at_again_within_the_pass() {
     assert_eq!(server.stats().messages, 3, "port 0's second message waited for the next pass");
 }
 
+/// A host call of one's own is served by its handler, which keeps its state from one message to the next; its
+/// error ends the run with a one-line message naming the call and the error.
 #[test]
-fn new_operations_join_through_the_table() {
+fn host_calls_are_served_by_their_handlers() {
+    const TRIPLE: HostCall<u64, u64> = HostCall::new(0x1_0000, "triple");
     let (region, client) = two_ports();
+    let mut calls = HostCalls::new();
+    let mut served = 0;
+    calls
+        .on_call(TRIPLE, move |value| {
+            served += 1;
+            if value == 0 { Err(format!("nothing to triple in call {served}").into()) } else { Ok(value * 3) }
+        })
+        .unwrap();
     // SAFETY: same region; this is its only server.
-    let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
-    server.register(
-        opcode::FIRST_USER,
-        Box::new(|port, _| {
-            let mut value = 0;
-            port.recv(|_, packet| value = packet.get(0));
-            port.send(|_, packet| packet.set(0, value * 3));
-            Ok(())
-        }),
-    );
-    let result = std::thread::scope(|scope| {
-        let worker = scope.spawn(|| {
-            let mut port = client.open(opcode::FIRST_USER);
-            port.send(|packet| packet.set(0, 14));
-            let mut value = 0;
-            port.recv(|packet| value = packet.get(0));
-            value
-        });
+    let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) }.with_host_calls(calls);
+    let (results, error) = std::thread::scope(|scope| {
+        let worker = scope.spawn(|| [client.call(TRIPLE, 14), client.call(TRIPLE, 5)]);
         while !worker.is_finished() {
             server.poll().unwrap();
         }
-        worker.join().unwrap()
+        let results = worker.join().unwrap();
+        // The failing call never gets its answer: its thread stays behind, as a GPU thread would.
+        let mut port = client.open(TRIPLE.opcode().number());
+        port.send_value(&0u64);
+        let index = port.index();
+        core::mem::forget(port);
+        (results, server.poll().unwrap_err().to_string().replace(&format!("port {index})"), "port P)"))
     });
-    assert_eq!(result, 42);
+    assert_eq!(results, [42, 15]);
+    assert_eq!(error, "RPC: host call `triple` (opcode 0x10000, port P) failed: nothing to triple in call 3");
 }
 
 /// A server on a fresh region of `ports` ports of `lanes` lanes whose output goes to `out`, with the region and a
