@@ -7,6 +7,7 @@ use crate::server::tests::{Capture, Scribbler, first_packet_of_a_write};
 use crate::status::RunStatus;
 use startup_common::gpu::HostThread;
 use startup_common::io::Stream;
+use startup_common::rpc::testing::{self, TestOperations};
 use startup_common::rpc::{Client, WriteHead, opcode};
 use startup_common::{Gpu, ThreadIds};
 use std::ffi::c_void;
@@ -274,8 +275,10 @@ fn an_idle_run_sleeps_and_still_answers_soon() {
     let measured = Arc::clone(&round_trips);
     let started = Instant::now();
     let cpu_before = thread_cpu_time();
+    let mut options = options();
+    options.host_calls = testing::operations();
     let (report, _) = run_stand_in(
-        &options(),
+        &options,
         Progress::Finished,
         Box::new(move |client, _| {
             for _ in 0..10 {

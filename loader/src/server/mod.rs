@@ -20,7 +20,6 @@ mod output;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use handlers::ECHO_LIMIT;
 pub use output::{ENTRY_COST, HELD_IN_ALL, HELD_PER_THREAD};
 
 /// The longest output may wait in the server's buffers while the ports stay busy.
@@ -58,9 +57,6 @@ pub enum ServerError {
     /// A `WRITE` named a stream that does not exist.
     #[error("RPC: write to unknown stream {stream} (port {port})")]
     BadStream { stream: u8, port: u32 },
-    /// A `TEST_ECHO` lane announced more than the server holds.
-    #[error("RPC: a test echo of {len} bytes from lane {lane} (port {port}) is over the limit of {ECHO_LIMIT} a lane")]
-    EchoTooLong { port: u32, lane: u32, len: u64 },
     /// The handler of a host call of one's own failed.
     #[error("RPC: host call `{name}` (opcode {opcode:#x}, port {port}) failed: {source}")]
     HostCall { name: &'static str, opcode: u32, port: u32, source: HostCallError },
@@ -202,11 +198,6 @@ impl HostServer {
         this.register(opcode::WRITE, Box::new(handlers::write));
         this.register(opcode::EXIT, Box::new(handlers::exit));
         this.register(opcode::ABORT, Box::new(handlers::abort));
-        this.register(opcode::TEST_INCREMENT, Box::new(handlers::increment));
-        this.register(opcode::TEST_ECHO, Box::new(handlers::echo));
-        this.register(opcode::TEST_NOOP, Box::new(handlers::noop));
-        this.register(opcode::TEST_INTERFACE, Box::new(handlers::interface));
-        this.register(opcode::TEST_HAND_OFFS, Box::new(handlers::hand_offs));
         this
     }
 

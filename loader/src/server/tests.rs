@@ -4,6 +4,7 @@
 use super::*;
 use startup_common::gpu::HostThread;
 use startup_common::io as gpu_io;
+use startup_common::rpc::testing::{self, TestOperations};
 use startup_common::rpc::{Client, HostCall, HostRegion, Layout, UserOpcode};
 use startup_common::rpc::{Scribble, WriteHead};
 use std::sync::{Arc, Mutex};
@@ -38,8 +39,9 @@ fn run(clients: usize, body: impl Fn(&Client<HostThread>, usize) + Sync) -> (Out
     unsafe { client.reset(region.as_ptr(), 8) };
     let (out, err) = (Capture::default(), Capture::default());
     // SAFETY: same region; this is its only server.
-    let mut server =
-        unsafe { HostServer::new(region.as_ptr(), 8, 1) }.with_output(Box::new(out.clone()), Box::new(err.clone()));
+    let mut server = unsafe { HostServer::new(region.as_ptr(), 8, 1) }
+        .with_output(Box::new(out.clone()), Box::new(err.clone()))
+        .with_host_calls(testing::operations());
     let outcome = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..clients)
             .map(|n| {
@@ -106,7 +108,7 @@ fn serves_prints_tests_and_exit() {
 fn counts_messages_and_lanes() {
     let (region, client) = two_ports();
     // SAFETY: same region; this is its only server.
-    let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
+    let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) }.with_host_calls(testing::operations());
     std::thread::scope(|scope| {
         let worker = scope.spawn(|| (0..5).for_each(|n| assert_eq!(client.test_increment(n), n + 1)));
         while !worker.is_finished() {
@@ -130,15 +132,22 @@ fn abort_is_reported_and_first_outcome_wins() {
     assert_eq!(outcome, Outcome::Abort);
 }
 
+/// A message whose opcode has no handler ends the run, in the startup's range and in the users': a plain loader
+/// serves no test operation.
 #[test]
 fn unknown_opcode_is_an_error() {
-    let (region, client) = two_ports();
-    let mut port = client.open(0x4242);
-    port.send(|_| {});
-    port.close();
-    // SAFETY: same region; this is its only server.
-    let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
-    assert!(matches!(server.poll(), Err(ServerError::UnknownOpcode { opcode: 0x4242, .. })));
+    for op in [0x4242, testing::INCREMENT.opcode().number()] {
+        let (region, client) = two_ports();
+        let mut port = client.open(op);
+        let index = port.index();
+        port.send(|_| {});
+        port.close();
+        // SAFETY: same region; this is its only server.
+        let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
+        let error = server.poll().unwrap_err();
+        assert!(matches!(error, ServerError::UnknownOpcode { opcode, port } if (opcode, port) == (op, index)));
+        assert_eq!(error.to_string(), format!("RPC: no handler for opcode {op:#x} (port {index})"));
+    }
 }
 
 /// Sends, on `port`, the first packet of a `WRITE` stream of `len` bytes to `stream` from the thread at `writer`:
@@ -418,13 +427,14 @@ fn scribbled(ports: u32, lanes: u32, out: &Capture) -> (HostRegion, Scribbler, H
     // SAFETY: a fresh zeroed region of this layout, which the caller keeps as long as the server; its only server.
     let server = unsafe { HostServer::new(region.as_ptr(), ports, lanes) }
         .with_output(Box::new(out.clone()), Box::new(out.clone()))
-        .with_stall_limit(Duration::from_millis(50));
+        .with_stall_limit(Duration::from_millis(50))
+        .with_host_calls(testing::operations());
     (region, scribbler, server)
 }
 
 /// Messages whose lengths and round counts are absurd, behind a client outbox of u64::MAX (which reads as 1, so
 /// the waits inside the message still wait): each ends in bounded time, holding next to nothing, and the port is
-/// retired. With nothing to say the client is gone, the stall limit ends them; a `TEST_ECHO` that announces more
+/// retired. With nothing to say the client is gone, the stall limit ends them; a test echo that announces more
 /// than the server holds is refused at once.
 #[test]
 fn absurd_lengths_and_rounds_end_in_bounded_time_and_memory() {
@@ -432,8 +442,8 @@ fn absurd_lengths_and_rounds_end_in_bounded_time_and_memory() {
     let cases: [(u32, &[u64]); 4] = [
         (opcode::WRITE, &[1 << 62, stdout, 0, u64::from_le_bytes(*b"first 8.")]),
         (opcode::WRITE, &[u64::MAX, stdout | u64::from(WriteHead::MORE) << 8, 0]),
-        (opcode::TEST_HAND_OFFS, &[u64::MAX]),
-        (opcode::TEST_INTERFACE, &[u64::MAX, 0]),
+        (testing::HAND_OFFS.number(), &[u64::MAX]),
+        (testing::INTERFACE.number(), &[u64::MAX, 0]),
     ];
     for (op, packet) in cases {
         for lanes in [1, 32] {
@@ -457,11 +467,12 @@ fn absurd_lengths_and_rounds_end_in_bounded_time_and_memory() {
     }
     let out = Capture::default();
     let (_region, scribbler, mut server) = scribbled(2, 32, &out);
-    scribbler.post(0, u64::from(opcode::TEST_ECHO), 1 << 7, &[1 << 62], 1);
+    scribbler.post(0, u64::from(testing::ECHO.number()), 1 << 7, &[1 << 62], 1);
     let refused = server.poll_watched(&mut || panic!("refused before any wait")).unwrap_err();
     assert_eq!(
         refused.to_string(),
-        "RPC: a test echo of 4611686018427387904 bytes from lane 7 (port 0) is over the limit of 65536 a lane"
+        "RPC: host call `test echo` (opcode 0xffff0002, port 0) failed: lane 7 announced a stream of \
+         4611686018427387904 bytes, over the limit of 65536 a lane"
     );
 }
 
@@ -471,7 +482,7 @@ fn test_handlers_wrap_on_absurd_values() {
     let out = Capture::default();
     let (region, scribbler, mut server) = scribbled(1, 1, &out);
     let layout = region.layout();
-    scribbler.post(0, u64::from(opcode::TEST_INCREMENT), 1, &[u64::MAX], 1);
+    scribbler.post(0, u64::from(testing::INCREMENT.opcode().number()), 1, &[u64::MAX], 1);
     server.poll().unwrap();
     // The reply is in the packet, and the port handed back (both outboxes at 1).
     let reply = Scribbler::new(region.as_ptr(), layout);
@@ -482,7 +493,7 @@ fn test_handlers_wrap_on_absurd_values() {
     };
     assert_eq!((word(layout.packet_word(0, 0, 0)), word(layout.server_outbox(0))), (0, 1));
     // Two rounds of the interface test where the client answers u64::MAX: the server's successor wraps to 0.
-    reply.post(0, u64::from(opcode::TEST_INTERFACE), 1, &[2, 0], 0);
+    reply.post(0, u64::from(testing::INTERFACE.number()), 1, &[2, 0], 0);
     let mut answered = 0;
     server
         .poll_watched(&mut || {

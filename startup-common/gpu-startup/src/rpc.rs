@@ -43,6 +43,13 @@ use crate::arch::RUNTIME;
 
 pub use startup_common::rpc::{HostCall, Packet, Pod, Port, ReservedOpcode, UserOpcode, Zeroable, opcode};
 
+/// The test operations of this repository's own test programs (`startup_common::rpc::testing`): host calls that
+/// only the suite's `gpu-test-loader` serves.
+#[cfg(feature = "testing")]
+pub mod testing {
+    pub use startup_common::rpc::testing::*;
+}
+
 /// The RPC client every thread of the program shares: the startup's own operations use it, and so do [`call`] and
 /// [`open`].
 pub fn client() -> &'static startup_common::rpc::Client<impl Gpu> {

@@ -1,9 +1,12 @@
 //! RPC round trips from every thread of a 3-D grid (2x2x2 blocks of 4x4x4 threads), each thread doing a different
-//! number of them, as LLVM libc's rpc_test does: the host adds one each time, so each thread ends at its count.
+//! number of them, as LLVM libc's rpc_test does: the host adds one each time, so each thread ends at its count. The
+//! increment is a test operation, which the suite's `gpu-test-loader` serves (`expect.toml`); a plain `gpu-loader`
+//! has no handler for it and ends the run naming its opcode (`expect.plain.toml`).
 #![no_std]
 #![no_main]
 
-use gpu_startup::{block, rpc, thread};
+use gpu_startup::rpc::{self, testing::TestOperations};
+use gpu_startup::{block, thread};
 
 #[gpu_startup::main]
 fn main() -> i32 {

@@ -5,7 +5,8 @@
 #![no_std]
 #![no_main]
 
-use gpu_startup::{block, rpc, thread};
+use gpu_startup::rpc::{self, testing::TestOperations};
+use gpu_startup::{block, thread};
 
 #[gpu_startup::main]
 fn main() -> i32 {
