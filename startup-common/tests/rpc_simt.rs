@@ -88,6 +88,43 @@ fn lanes_stream_different_lengths_in_one_message() {
     }
 }
 
+/// The suite's example host calls from whole and divergent warps: every lane gets the answer to its own request, in
+/// one message per group, and the host's state counts every lane.
+#[test]
+fn host_calls_answer_each_lane() {
+    let warps = scaled(3, 1) as u32;
+    for (block_memory, masks) in [(true, &[0b1111][..]), (false, &[0b0110, 0b1001][..])] {
+        let region = region(4, SIM_LANES);
+        let client = client::<SimWarp>(&region);
+        let mut server = TestServer::new(&region);
+        run_warps(&mut server, &client, (warps, block_memory), masks, |client, warp, lane| {
+            let number = (u64::from(warp * SIM_LANES + lane) + 1) << 20;
+            assert_eq!(client.call(testing::SQUARE, number), number * number);
+            let text = format!("lane {lane} of warp {warp}: {}", "x".repeat(lane as usize * 40));
+            let mut reversed = vec![0u8; text.len()];
+            let mut port = client.open(testing::REVERSE.number());
+            port.send_n(text.as_bytes());
+            assert_eq!(port.recv_n(&mut reversed), text.len());
+            port.close();
+            assert!(reversed.iter().eq(text.as_bytes().iter().rev()), "lane {lane} of warp {warp}");
+        });
+        let squares = warps as usize * SIM_LANES as usize;
+        assert_eq!(server.seen.lanes_by_opcode[&testing::SQUARE.opcode().number()], squares);
+        let seen = std::thread::scope(|scope| {
+            let asker = scope.spawn(|| {
+                let launch = SimLaunch::new(1, false);
+                become_lane(SimGroup::new(1), 0, 0, launch);
+                // SAFETY: the one lane of the block calls it first, as each kernel of the startup does.
+                unsafe { client.prepare_block() };
+                client.call(testing::SQUARES_SEEN, ())
+            });
+            server.serve_until(|| asker.is_finished());
+            asker.join().unwrap()
+        });
+        assert_eq!(seen, squares as u64);
+    }
+}
+
 /// Two groups of one warp (as after a divergent branch) start at the same port and compete for it.
 #[test]
 fn divergent_groups_of_one_warp_both_progress() {
