@@ -55,5 +55,9 @@ pub mod target;
 
 pub use error::LoaderError;
 pub use run::{RunOptions, RunReport, install_signal_handlers, run};
-pub use startup_common::rpc::{HostCall, HostCallError, HostCalls, Pod, UserOpcode, Zeroable};
+/// Host calls of one's own: what a program embedding the loader defines and serves (`docs/rpc.md`).
+pub use startup_common::rpc::{
+    AlreadyRegistered, HostCall, HostCallError, HostCalls, Packet, Pod, ReservedOpcode, ServerPort, UserOpcode,
+    Zeroable,
+};
 pub use status::RunStatus;
