@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use startup_common::abi::{self, BeginArgs, Control, EndArgs, KernelArgs, LaunchParams, MainFn, StartArgs};
-use startup_common::rpc;
+use startup_common::rpc::{self, HostCalls};
 
 use crate::args::ArgBlock;
 use crate::error::{LoaderError, Result};
@@ -59,6 +59,9 @@ pub struct RunOptions {
     /// Release the device's resources when the run ends. A process that exits right after the run (as
     /// `gpu-loader` does) can leave that to the driver's process teardown, which is faster.
     pub teardown: bool,
+    /// The handlers of the program's host calls of its own (`docs/rpc.md`); none by default. A message of a user
+    /// opcode without a handler ends the run with an error naming the opcode, and so does a handler's error.
+    pub host_calls: HostCalls,
 }
 
 impl RunOptions {
@@ -78,6 +81,7 @@ impl RunOptions {
             stack_size: DEFAULT_STACK_SIZE,
             heap_size: None,
             teardown: true,
+            host_calls: HostCalls::new(),
         }
     }
 }
@@ -334,7 +338,8 @@ impl<B: Backend> Session<B> {
         // SAFETY: the region is `region_size` zeroed bytes of host-mapped memory that lives as long as `backend`,
         // which the session owns alongside the server.
         let server = unsafe { HostServer::new(region.host.cast(), options.rpc_ports, lane_size) }
-            .with_stall_limit(options.rpc_stall_limit);
+            .with_stall_limit(options.rpc_stall_limit)
+            .with_host_calls(options.host_calls.clone());
         Ok(Self {
             backend,
             server,

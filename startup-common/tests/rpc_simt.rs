@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use common::{SIM_LANES, SimGroup, SimLaunch, SimWarp, TestServer, become_lane, client, region, scaled};
 use startup_common::io::{self, Stream};
-use startup_common::rpc::{Client, opcode};
+use startup_common::rpc::Client;
+use startup_common::rpc::testing::{self, TestOperations};
 
 /// Runs `body(warp, lane)` on every lane of `warps` warps, each warp split into the groups `masks`, in one block that
 /// has block memory when `block_memory` (so warps get ports of their own where the region has enough).
@@ -60,7 +61,7 @@ fn a_warp_increments_together_with_one_message() {
                 assert_eq!(client.test_increment(value), value + 1);
             }
         });
-        assert_eq!(server.seen.increments, warps as usize * SIM_LANES as usize * rounds as usize);
+        assert_eq!(server.seen.increments(), warps as usize * SIM_LANES as usize * rounds as usize);
         // One message per warp per round, sent for all four lanes.
         assert_eq!(server.seen.masks.len(), warps as usize * rounds as usize);
         assert!(server.seen.masks.iter().all(|&mask| mask == 0b1111));
@@ -87,6 +88,43 @@ fn lanes_stream_different_lengths_in_one_message() {
     }
 }
 
+/// The suite's example host calls from whole and divergent warps: every lane gets the answer to its own request, in
+/// one message per group, and the host's state counts every lane.
+#[test]
+fn host_calls_answer_each_lane() {
+    let warps = scaled(3, 1) as u32;
+    for (block_memory, masks) in [(true, &[0b1111][..]), (false, &[0b0110, 0b1001][..])] {
+        let region = region(4, SIM_LANES);
+        let client = client::<SimWarp>(&region);
+        let mut server = TestServer::new(&region);
+        run_warps(&mut server, &client, (warps, block_memory), masks, |client, warp, lane| {
+            let number = (u64::from(warp * SIM_LANES + lane) + 1) << 20;
+            assert_eq!(client.call(testing::SQUARE, number), number * number);
+            let text = format!("lane {lane} of warp {warp}: {}", "x".repeat(lane as usize * 40));
+            let mut reversed = vec![0u8; text.len()];
+            let mut port = client.open(testing::REVERSE.number());
+            port.send_n(text.as_bytes());
+            assert_eq!(port.recv_n(&mut reversed), text.len());
+            port.close();
+            assert!(reversed.iter().eq(text.as_bytes().iter().rev()), "lane {lane} of warp {warp}");
+        });
+        let squares = warps as usize * SIM_LANES as usize;
+        assert_eq!(server.seen.lanes_by_opcode[&testing::SQUARE.opcode().number()], squares);
+        let seen = std::thread::scope(|scope| {
+            let asker = scope.spawn(|| {
+                let launch = SimLaunch::new(1, false);
+                become_lane(SimGroup::new(1), 0, 0, launch);
+                // SAFETY: the one lane of the block calls it first, as each kernel of the startup does.
+                unsafe { client.prepare_block() };
+                client.call(testing::SQUARES_SEEN, ())
+            });
+            server.serve_until(|| asker.is_finished());
+            asker.join().unwrap()
+        });
+        assert_eq!(seen, squares as u64);
+    }
+}
+
 /// Two groups of one warp (as after a divergent branch) start at the same port and compete for it.
 #[test]
 fn divergent_groups_of_one_warp_both_progress() {
@@ -101,7 +139,7 @@ fn divergent_groups_of_one_warp_both_progress() {
                 assert_eq!(client.test_increment(value), value + 1);
             }
         });
-        assert_eq!(server.seen.increments, 2 * 4 * rounds as usize);
+        assert_eq!(server.seen.increments(), 2 * 4 * rounds as usize);
         assert!(server.seen.masks.iter().all(|&mask| mask == 0b0101 || mask == 0b1010));
     }
 }
@@ -147,7 +185,7 @@ fn warps_use_their_own_ports_when_the_region_has_enough() {
         let used = std::sync::Mutex::new(std::collections::BTreeSet::new());
         run_warps(&mut server, &client, (3, true), &[0b0011, 0b1100], |client, warp, lane| {
             for r in 0..rounds {
-                let mut port = client.open(opcode::TEST_INCREMENT);
+                let mut port = client.open(testing::INCREMENT.opcode().number());
                 if own {
                     assert_eq!(port.index(), warp, "warp {warp} lane {lane} is on another warp's port");
                 }
@@ -159,7 +197,7 @@ fn warps_use_their_own_ports_when_the_region_has_enough() {
                 assert_eq!(reply, r + 1);
             }
         });
-        assert_eq!(server.seen.increments, 3 * 4 * rounds as usize);
+        assert_eq!(server.seen.increments(), 3 * 4 * rounds as usize);
         assert!(used.into_inner().unwrap().iter().all(|&port| port < ports));
     }
 }
@@ -184,11 +222,11 @@ fn a_group_opens_a_second_port(groups: &[u64]) {
     let mut server = TestServer::new(&region);
     run_warps(&mut server, &client, (1, true), groups, |client, _warp, lane| {
         for r in 0..rounds {
-            let mut outer = client.open(opcode::TEST_INCREMENT);
+            let mut outer = client.open(testing::INCREMENT.opcode().number());
             assert_eq!(outer.index(), 0, "the warp's own port");
             outer.send(|packet| packet.set(0, r));
             assert_eq!(client.test_increment(u64::from(lane) << 32 | r), (u64::from(lane) << 32 | r) + 1);
-            let mut nested = client.open(opcode::TEST_INCREMENT);
+            let mut nested = client.open(testing::INCREMENT.opcode().number());
             assert_eq!(nested.index(), 1, "the port no warp owns");
             nested.send(|packet| packet.set(0, r));
             nested.recv(|packet| assert_eq!(packet.get(0), r + 1));
@@ -197,7 +235,7 @@ fn a_group_opens_a_second_port(groups: &[u64]) {
             outer.close();
         }
     });
-    assert_eq!(server.seen.increments, 3 * 4 * rounds as usize);
+    assert_eq!(server.seen.increments(), 3 * 4 * rounds as usize);
 }
 
 fn a_group_opens_a_second_port_where_none_is_free(groups: &[u64]) {
@@ -206,8 +244,10 @@ fn a_group_opens_a_second_port_where_none_is_free(groups: &[u64]) {
     let mut server = TestServer::new(&region);
     let trapped = std::sync::atomic::AtomicU32::new(0);
     run_warps(&mut server, &client, (1, true), groups, |client, _warp, _lane| {
-        let outer = client.open(opcode::TEST_INCREMENT);
-        let inner = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| client.open(opcode::TEST_INCREMENT)));
+        let outer = client.open(testing::INCREMENT.opcode().number());
+        let inner = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            client.open(testing::INCREMENT.opcode().number())
+        }));
         let message = inner.err().and_then(|panic| panic.downcast_ref::<&str>().map(|s| s.to_string()));
         assert_eq!(message.as_deref(), Some("a simulated lane trapped"));
         trapped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -6,6 +6,7 @@ use common::{Outcome, Rng, TestServer, client, region, run_clients, scaled};
 use startup_common::gpu::HostThread;
 use startup_common::io::{self, Stream};
 use startup_common::rpc::Client;
+use startup_common::rpc::testing::TestOperations;
 
 #[test]
 fn every_increment_is_answered_exactly_once() {
@@ -20,7 +21,7 @@ fn every_increment_is_answered_exactly_once() {
             assert_eq!(client.test_increment(value), value + 1);
         }
     });
-    assert_eq!(server.seen.increments, threads * rounds);
+    assert_eq!(server.seen.increments(), threads * rounds);
     assert_eq!(server.seen.outcome, None);
 }
 
@@ -48,7 +49,7 @@ fn echoes_of_random_lengths_come_back_intact() {
             assert!(output[len..].iter().all(|&b| b == 0xee), "nothing written past the echo");
         }
     });
-    assert_eq!(server.seen.echoes, threads * rounds);
+    assert_eq!(server.seen.echoes(), threads * rounds);
 }
 
 #[test]

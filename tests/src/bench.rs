@@ -1,6 +1,6 @@
-//! `gpu-bench --images DIR --loader PATH [--repeat N] [--json FILE]`: the startup and the RPC channel measured
-//! against bare baselines in the same run, on an NVIDIA GPU. `cargo xtask bench` and the bundle's `bench` script run
-//! it; `docs/performance.md` keeps the latest results and what they mean.
+//! `gpu-bench --images DIR --loader PATH [--test-loader PATH] [--repeat N] [--json FILE]`: the startup and the RPC
+//! channel measured against bare baselines in the same run, on an NVIDIA GPU. `cargo xtask bench` and the bundle's
+//! `bench` script run it; `docs/performance.md` keeps the latest results and what they mean.
 //!
 //! Every number is a median over repeated runs, with min and max; the baselines run in the same process (or, for
 //! whole-process timings, the same machine) right next to what they are compared with.
@@ -41,6 +41,10 @@ struct Cli {
     /// The gpu-loader binary, for the whole-process benchmarks.
     #[arg(long)]
     loader: Option<PathBuf>,
+    /// The gpu-test-loader binary, for the whole-process benchmarks of the test operations [default: next to
+    /// --loader].
+    #[arg(long)]
+    test_loader: Option<PathBuf>,
     /// Samples per measurement.
     #[arg(long, default_value_t = 30)]
     repeat: usize,
@@ -130,6 +134,7 @@ fn main() -> std::process::ExitCode {
 fn benchmarks(cli: &Cli) -> Result<()> {
     let images = cli.images.clone().context("--images is required")?;
     let loader = cli.loader.clone().context("--loader is required")?;
+    let test_loader = cli.test_loader.clone().unwrap_or_else(|| loader.with_file_name("gpu-test-loader"));
     gpu_loader::cuda::init_driver().map_err(|e| anyhow::anyhow!("{e}"))?;
     let device = describe_device()?;
     println!("gpu-bench: {device}");
@@ -159,7 +164,7 @@ fn benchmarks(cli: &Cli) -> Result<()> {
         rows.extend(rpc_round_trip(&images, repeat.min(10))?);
     }
     if wanted("rpc-round-trip-in-kernel") {
-        rows.push(rpc_round_trip_in_kernel(&images, &loader, repeat.min(10))?);
+        rows.push(rpc_round_trip_in_kernel(&images, &test_loader, repeat.min(10))?);
     }
     if wanted("print-throughput printf-throughput") {
         rows.extend(print_throughput(&images, &loader, repeat.min(3))?);
@@ -168,7 +173,7 @@ fn benchmarks(cli: &Cli) -> Result<()> {
         rows.push(idle_cpu(&images, repeat.min(3))?);
     }
     if wanted("rpc-after-idle") {
-        rows.push(rpc_after_idle(&images, &loader, repeat.min(3))?);
+        rows.push(rpc_after_idle(&images, &test_loader, repeat.min(3))?);
     }
     if wanted("heap-throughput heap-throughput-8mib") {
         rows.extend(heap::heap_throughput(&images, repeat.min(3))?);
@@ -201,6 +206,8 @@ fn session(images: &Path, program: &str, args: &[&str]) -> Result<Session<CudaBa
     // A hang must fail the benchmark, not stall it.
     options.timeout = Some(Duration::from_secs(30));
     options.launch = LaunchParams { threads: [1024, 1, 1], blocks: [1, 1, 1] };
+    // `rpc-latency` makes its round trips with the test operations.
+    options.host_calls = startup_common::rpc::testing::operations();
     let backend = CudaBackend::load(&options, &image, &ConstructorTable::of(&image)?)?;
     let mut argv: Vec<OsString> = vec![path.into_os_string()];
     argv.extend(args.iter().map(OsString::from));
@@ -624,7 +631,7 @@ fn rpc_round_trip(images: &Path, repeat: usize) -> Result<Vec<Row>> {
 /// and timed with the device's clock (`rpc-latency N compare`): the same SM, port words and host thread for both, so
 /// the ratio is the protocol's cost alone. Across processes the raw round trip itself differs by a few tenths of a
 /// microsecond (where the kernel and the region land), which the separate-kernel baseline of benchmark 4 mixes into
-/// its ratio. One sample per `gpu-loader` process, so the samples are draws of that placement.
+/// its ratio. One sample per `gpu-test-loader` process (`loader`), so the samples are draws of that placement.
 fn rpc_round_trip_in_kernel(images: &Path, loader: &Path, repeat: usize) -> Result<Row> {
     let image = images.join("rpc-latency.ptx");
     let rounds = PingPong::ROUNDS.to_string();
@@ -939,7 +946,7 @@ fn idle_cpu(images: &Path, repeat: usize) -> Result<Row> {
 
 /// Benchmark 7: One thread's first RPC after the host's serve loop went idle (50 ms without a message, so it sleeps
 /// between its passes), timed on the device (`rpc-latency N after-idle 50`), against the round trip that follows it
-/// at once, while the loop is busy again. Several samples per `gpu-loader` process.
+/// at once, while the loop is busy again. Several samples per `gpu-test-loader` process (`loader`).
 fn rpc_after_idle(images: &Path, loader: &Path, repeat: usize) -> Result<Row> {
     const SAMPLES_PER_PROCESS: usize = 10;
     let image = images.join("rpc-latency.ptx");

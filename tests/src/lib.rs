@@ -1,6 +1,7 @@
 //! The GPU suite: every program in `tests/programs` declares in `expect.toml`, next to its source, how it is
 //! launched and what it must do; [`Expectation::check`] compares a run with that, and `gpu-suite` runs them all
-//! through `gpu-loader`. `docs/testing.md` describes the format.
+//! through `gpu-loader`, or `gpu-test-loader` for those that use the test operations. `docs/testing.md` describes
+//! the format.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -55,6 +56,10 @@ pub struct Expectation {
     pub loader_args: Vec<String>,
     /// Targets the program runs on (`nvptx`, `amdgpu`); all when absent.
     pub targets: Option<Vec<String>>,
+    /// Run with `gpu-test-loader`, which serves the test operations (`startup_common::rpc::testing`), instead of
+    /// `gpu-loader`, which has no handler for them.
+    #[serde(default)]
+    pub test_operations: bool,
     #[serde(default)]
     pub exit_code: i32,
     /// The whole of stdout.
@@ -290,9 +295,32 @@ pub fn discover(dir: &Path, target: &str) -> Result<Vec<Case>> {
     Ok(cases)
 }
 
-/// Runs `loader` on a case, with a hard limit so a hanging loader cannot stall the suite.
-pub fn run_case(loader: &Path, case: &Case) -> Result<Outcome> {
+/// The loaders the suite runs cases with.
+#[derive(Clone, Debug)]
+pub struct Loaders {
+    /// `gpu-loader`.
+    pub plain: PathBuf,
+    /// `gpu-test-loader`: `gpu-loader` with the test operations' handlers.
+    pub testing: PathBuf,
+}
+
+impl Loaders {
+    /// `plain`, and `testing` or else the `gpu-test-loader` next to `plain` (where builds and bundles put it).
+    pub fn new(plain: PathBuf, testing: Option<PathBuf>) -> Self {
+        let testing = testing.unwrap_or_else(|| plain.with_file_name("gpu-test-loader"));
+        Self { plain, testing }
+    }
+
+    /// The loader `expectation` asks for.
+    pub fn for_case(&self, expectation: &Expectation) -> &Path {
+        if expectation.test_operations { &self.testing } else { &self.plain }
+    }
+}
+
+/// Runs a case with the loader it asks for, with a hard limit so a hanging loader cannot stall the suite.
+pub fn run_case(loaders: &Loaders, case: &Case) -> Result<Outcome> {
     let started = Instant::now();
+    let loader = loaders.for_case(&case.expectation);
     let mut command = Command::new(loader);
     command.args(case.expectation.loader_arguments(&case.image)).envs(&case.expectation.env).stdin(Stdio::null());
     let limit = Duration::from_secs_f64(case.expectation.timeout.unwrap_or(0.0) + 120.0);
@@ -317,7 +345,12 @@ fn run_with_limit(
     mut interrupt: Option<(Duration, i32)>,
 ) -> Result<std::process::Output> {
     let started = Instant::now();
-    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().context("cannot start gpu-loader")?;
+    let program = Path::new(command.get_program()).display().to_string();
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot start {program}"))?;
     let (stdout, stderr) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
     let read = |mut pipe: Box<dyn std::io::Read + Send>| {
         std::thread::spawn(move || {
@@ -342,7 +375,7 @@ fn run_with_limit(
         if Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
-            bail!("gpu-loader did not finish within {limit:?} and was killed");
+            bail!("{program} did not finish within {limit:?} and was killed");
         }
         std::thread::sleep(Duration::from_millis(5));
     };
@@ -392,6 +425,20 @@ mod tests {
         let args: Vec<_> = args.iter().map(|a| a.to_str().unwrap()).collect();
         assert_eq!(args[..2], ["--threads-x", "4"]);
         assert_eq!(args[args.len() - 5..], ["--timeout", "5", "p.ptx", "1", "2"]);
+    }
+
+    /// A program that uses the test operations runs with gpu-test-loader, found next to gpu-loader unless given; the
+    /// others with gpu-loader.
+    #[test]
+    fn the_test_operations_pick_the_test_loader() {
+        let testing = Expectation::parse("test-operations = true").unwrap();
+        let plain = Expectation::parse("exit-code = 0").unwrap();
+        assert!(testing.test_operations && !plain.test_operations);
+        let loaders = Loaders::new(PathBuf::from("bin/gpu-loader"), None);
+        assert_eq!(loaders.for_case(&testing), Path::new("bin/gpu-test-loader"));
+        assert_eq!(loaders.for_case(&plain), Path::new("bin/gpu-loader"));
+        let loaders = Loaders::new(PathBuf::from("bin/gpu-loader"), Some(PathBuf::from("elsewhere/mine")));
+        assert_eq!(loaders.for_case(&testing), Path::new("elsewhere/mine"));
     }
 
     #[test]

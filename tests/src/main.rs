@@ -1,6 +1,6 @@
 //! `gpu-suite --loader PATH --images DIR [--target nvptx] [FILTER]`: runs every program in an image folder through
-//! gpu-loader and checks its expectations; ends with `gpu: N passed, N failed`. `cargo xtask test` and the bundle's
-//! `run-tests` call it.
+//! gpu-loader (or gpu-test-loader, for the programs that use the test operations) and checks its expectations; ends
+//! with `gpu: N passed, N failed`. `cargo xtask test` and the bundle's `run-tests` call it.
 
 use std::path::PathBuf;
 
@@ -13,6 +13,9 @@ struct Cli {
     /// The gpu-loader binary.
     #[arg(long)]
     loader: PathBuf,
+    /// The gpu-test-loader binary, for the programs that use the test operations [default: next to --loader].
+    #[arg(long)]
+    test_loader: Option<PathBuf>,
     /// A folder of images with their `<name>.expect.toml`.
     #[arg(long)]
     images: PathBuf,
@@ -42,12 +45,13 @@ fn main() -> std::process::ExitCode {
     // The GPU serialises kernels of different processes anyway, and timing-sensitive programs (timeouts, grids
     // larger than residency) should not compete: one at a time unless asked otherwise.
     libtest.test_threads.get_or_insert(1);
+    let loaders = gpu_suite::Loaders::new(cli.loader, cli.test_loader);
     let trials = cases
         .into_iter()
         .map(|case| {
-            let loader = cli.loader.clone();
+            let loaders = loaders.clone();
             Trial::test(format!("{}::{}", case.target, case.name), move || {
-                let outcome = gpu_suite::run_case(&loader, &case).map_err(|e| Failed::from(format!("{e:#}")))?;
+                let outcome = gpu_suite::run_case(&loaders, &case).map_err(|e| Failed::from(format!("{e:#}")))?;
                 let problems = case.expectation.check(&outcome);
                 if problems.is_empty() {
                     Ok(())

@@ -33,7 +33,8 @@ impl Gpus {
     }
 }
 
-/// Builds the release host binaries the suite runs: `gpu-loader` and `gpu-suite` (and `gpu-bench`).
+/// Builds the release host binaries the suite runs: `gpu-loader` and `gpu-suite` (and `gpu-test-loader`, which the
+/// suite finds next to `gpu-loader`, and `gpu-bench`).
 pub fn build_host_binaries(sh: &Shell) -> Result<(PathBuf, PathBuf)> {
     let root = crate::project_root();
     let _dir = sh.push_dir(&root);
@@ -212,7 +213,8 @@ fn target_names(targets: &[GpuTarget]) -> String {
 }
 
 /// `cargo xtask run PROGRAM [LOADER OPTIONS] [-- ARGS]`: builds one program (a folder of tests/programs, or the
-/// path of any crate) for the GPU this machine has and runs it with gpu-loader; returns the loader's exit code.
+/// path of any crate) for the GPU this machine has and runs it with gpu-loader (gpu-test-loader for a program of
+/// tests/programs that uses the test operations); returns the loader's exit code.
 pub fn run(sh: &Shell, program: &str, gpu_arch: Option<String>, loader_args: &[String]) -> Result<i32> {
     let known = build::rust_programs()?;
     let crate_dir = Path::new(program);
@@ -244,7 +246,10 @@ pub fn run(sh: &Shell, program: &str, gpu_arch: Option<String>, loader_args: &[S
         );
         return Ok(1);
     }
-    let (loader, _) = build_host_binaries(sh)?;
+    let (mut loader, _) = build_host_binaries(sh)?;
+    if known.iter().any(|p| p == program) && uses_test_operations(program)? {
+        loader.set_file_name("gpu-test-loader");
+    }
     let (options, program_args) = match loader_args.iter().position(|a| a == "--") {
         Some(split) => (&loader_args[..split], &loader_args[split + 1..]),
         None => (loader_args, &[][..]),
@@ -256,6 +261,19 @@ pub fn run(sh: &Shell, program: &str, gpu_arch: Option<String>, loader_args: &[S
         .status()
         .with_context(|| format!("cannot run {}", loader.display()))?;
     Ok(status.code().unwrap_or(1))
+}
+
+/// Whether the program of tests/programs named `program` runs with the test operations (`test-operations = true` in
+/// its `expect.toml`).
+fn uses_test_operations(program: &str) -> Result<bool> {
+    let path = crate::project_root().join("tests/programs").join(program).join("expect.toml");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let expectation: toml::Table = text.parse().with_context(|| format!("bad expectations in {}", path.display()))?;
+    match expectation.get("test-operations") {
+        None => Ok(false),
+        Some(toml::Value::Boolean(uses)) => Ok(*uses),
+        Some(other) => bail!("{}: `test-operations` is {other}, not true or false", path.display()),
+    }
 }
 
 /// `cargo xtask bundle`: a folder that runs the GPU suite on an x86-64 Linux GPU machine without Rust. With
@@ -278,7 +296,8 @@ pub fn bundle(
     let bin = out.join("bin");
     std::fs::create_dir_all(&bin)?;
     let bench = loader.with_file_name("gpu-bench");
-    for binary in [&loader, &suite, &bench] {
+    let test_loader = loader.with_file_name("gpu-test-loader");
+    for binary in [&loader, &suite, &bench, &test_loader] {
         std::fs::copy(binary, bin.join(binary.file_name().expect("a file")))?;
     }
     for &target in targets {
@@ -373,7 +392,8 @@ exec "$here/bin/gpu-bench" --images "$here/images/nvptx" --loader "$here/bin/gpu
 "#;
 
 const BUNDLE_README: &str = "# GPU suite bundle\n\n\
-Made by `cargo xtask bundle`: release host binaries (`bin/gpu-loader`, `bin/gpu-suite`) and every GPU test \
+Made by `cargo xtask bundle`: release host binaries (`bin/gpu-loader`, `bin/gpu-suite`, and `bin/gpu-test-loader`: \
+gpu-loader with the test operations, which some test programs use) and every GPU test \
 program with its expectations (`images/<target>/`). On an x86-64 Linux machine with an NVIDIA or AMD GPU and its \
 driver, `./run-tests` runs the suite and ends with `gpu: N passed, N failed` (with CUDA's `ptxas` and `nvlink` on \
 `PATH`, each NVIDIA program runs as PTX and as both kinds of cubin, made there); `./bench` runs the benchmarks. Run one program by hand with \

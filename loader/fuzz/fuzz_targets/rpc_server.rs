@@ -1,6 +1,7 @@
-//! The loader's RPC server (`HostServer::poll_watched`, with every built-in handler) on a region whose words a script
-//! writes, as a buggy GPU program can: mailboxes, headers, lane masks, lengths, round counts, at any moment. Nothing
-//! may panic, every call must return in a bounded number of steps, and the output held back never passes its cap.
+//! The loader's RPC server (`HostServer::poll_watched`, with the startup's handlers and the test operations' host
+//! calls) on a region whose words a script writes, as a buggy GPU program can: mailboxes, headers, lane masks,
+//! lengths, round counts, at any moment. Nothing may panic, every call must return in a bounded number of steps, and
+//! the output held back never passes its cap.
 //!
 //! The input: byte 0 picks the port count (1 to 70: one or two groups of 64), byte 1 the lanes per group (1, 2, 32
 //! or 64); then a script of records, each a tag byte and its operands:
@@ -22,7 +23,7 @@ use std::time::Duration;
 
 use gpu_loader::server::{HELD_IN_ALL, HostServer};
 use libfuzzer_sys::fuzz_target;
-use startup_common::rpc::{HostRegion, Layout};
+use startup_common::rpc::{HostRegion, Layout, testing};
 
 /// Polls after the script is done, to see that given-up ports stay retired.
 const EXTRA_POLLS: usize = 2;
@@ -90,7 +91,8 @@ fuzz_target!(|data: &[u8]| {
     // SAFETY: a fresh zeroed region of this layout, outliving the server; its only server.
     let mut server = unsafe { HostServer::new(region.as_ptr(), ports, lanes) }
         .with_output(Box::new(output.clone()), Box::new(output.clone()))
-        .with_stall_limit(Duration::ZERO);
+        .with_stall_limit(Duration::ZERO)
+        .with_host_calls(testing::operations());
     let script = Mutex::new(Script { bytes: script, words });
     let mut retired = Vec::new();
     let mut polls_after_the_script = 0;

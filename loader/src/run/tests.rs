@@ -6,7 +6,9 @@ use super::*;
 use crate::server::tests::{Capture, Scribbler, first_packet_of_a_write};
 use crate::status::RunStatus;
 use startup_common::gpu::HostThread;
+use startup_common::io as gpu_io;
 use startup_common::io::Stream;
+use startup_common::rpc::testing::{self, TestOperations};
 use startup_common::rpc::{Client, WriteHead, opcode};
 use startup_common::{Gpu, ThreadIds};
 use std::ffi::c_void;
@@ -141,6 +143,71 @@ fn an_unserved_message_is_an_error_and_the_waiting_kernel_is_left_alone() {
     let torn_down = torn_down.load(Ordering::SeqCst);
     assert!(error.to_string().starts_with("RPC: no handler for opcode 0x4242 (port "), "{error}");
     assert!(!torn_down, "the backend was torn down while a kernel waits");
+}
+
+/// What the suite's `host-call` program does (tests/programs/host-call), on a stand-in whose program is a host thread:
+/// typed host calls and a byte stream, served by the handlers the options give the session, the host keeping its
+/// state from call to call.
+#[test]
+fn host_calls_of_ones_own_are_served_through_the_session() {
+    let mut options = options();
+    options.host_calls = testing::operations();
+    let (report, output) = run_stand_in(
+        &options,
+        Progress::Finished,
+        Box::new(|client, _| {
+            for number in [1, 2, 3, u64::from(u32::MAX)] {
+                assert_eq!(client.call(testing::SQUARE, number), number * number);
+            }
+            let mut port = client.open(testing::REVERSE.number());
+            port.send_n(b"a stream longer than one packet, reversed by the host that serves it");
+            let mut reversed = [0u8; 100];
+            let len = port.recv_n(&mut reversed);
+            port.close();
+            gpu_io::write(client, Stream::Stdout, &reversed[..len]);
+            let seen = client.call(testing::SQUARES_SEEN, ());
+            gpu_io::print(client, Stream::Stdout, format_args!("\nthe host squared {seen} numbers\n"));
+            client.exit(0);
+        }),
+    );
+    assert_eq!(report.unwrap().exit_code(), 0);
+    assert_eq!(
+        output,
+        "ti sevres taht tsoh eht yb desrever ,tekcap eno naht regnol maerts a\nthe host squared 4 numbers\n"
+    );
+}
+
+/// A host call whose handler fails ends the run with the handler's error in one line, and one whose opcode has no
+/// handler (a plain loader registers none) with the opcode; the thread waiting for the answer is left alone.
+#[test]
+fn a_failing_or_unserved_host_call_ends_the_run() {
+    for (host_calls, expected) in [
+        (
+            testing::operations(),
+            "RPC: host call `square` (opcode 0xffff0100, port P) failed: 4294967296 squared does not fit in 64 bits",
+        ),
+        (HostCalls::new(), "RPC: no handler for opcode 0xffff0100 (port P)"),
+    ] {
+        let mut options = options();
+        options.host_calls = host_calls;
+        let port = Arc::new(std::sync::Mutex::new(None));
+        let used = Arc::clone(&port);
+        let (report, _) = run_stand_in(
+            &options,
+            Progress::Running,
+            Box::new(move |client, _| {
+                // `client.call` as far as the device gets: the request goes out, the answer never comes.
+                let mut port = client.open(testing::SQUARE.opcode().number());
+                port.send_value(&(1u64 << 32));
+                *used.lock().unwrap() = Some(port.index());
+                port.close();
+            }),
+        );
+        let error = report.unwrap_err();
+        let port = port.lock().unwrap().expect("the program sent its request");
+        assert_eq!(error.to_string().replace(&format!("port {port})"), "port P)"), expected);
+        assert_eq!(crate::status::error_exit_code(&error), 1);
+    }
 }
 
 /// A kernel that faults while the server waits for the rest of a message ends the run as a device fault: the
@@ -286,8 +353,10 @@ fn an_idle_run_sleeps_and_still_answers_soon() {
     let measured = Arc::clone(&round_trips);
     let started = Instant::now();
     let cpu_before = thread_cpu_time();
+    let mut options = options();
+    options.host_calls = testing::operations();
     let (report, _) = run_stand_in(
-        &options(),
+        &options,
         Progress::Finished,
         Box::new(move |client, _| {
             for _ in 0..10 {

@@ -13,14 +13,13 @@ use std::time::{Duration, Instant};
 
 use startup_common::ThreadIds;
 use startup_common::io::Stream;
-use startup_common::rpc::{Server, ServerPort, opcode};
+use startup_common::rpc::{HostCallError, HostCalls, Server, ServerPort, opcode};
 
 mod handlers;
 mod output;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use handlers::ECHO_LIMIT;
 pub use output::{ENTRY_COST, HELD_IN_ALL, HELD_PER_THREAD};
 
 /// The longest output may wait in the server's buffers while the ports stay busy.
@@ -58,9 +57,9 @@ pub enum ServerError {
     /// A `WRITE` named a stream that does not exist.
     #[error("RPC: write to unknown stream {stream} (port {port})")]
     BadStream { stream: u8, port: u32 },
-    /// A `TEST_ECHO` lane announced more than the server holds.
-    #[error("RPC: a test echo of {len} bytes from lane {lane} (port {port}) is over the limit of {ECHO_LIMIT} a lane")]
-    EchoTooLong { port: u32, lane: u32, len: u64 },
+    /// The handler of a host call of one's own failed.
+    #[error("RPC: host call `{name}` (opcode {opcode:#x}, port {port}) failed: {source}")]
+    HostCall { name: &'static str, opcode: u32, port: u32, source: HostCallError },
     /// Writing the program's output failed.
     #[error("RPC: writing the program's output failed: {0}")]
     Io(#[from] io::Error),
@@ -72,6 +71,8 @@ pub enum ServerError {
 pub struct GivenUp {
     pub port: u32,
     pub opcode: u32,
+    /// The name of a host call of one's own, as registered (the startup's operations have theirs).
+    pub host_call: Option<&'static str>,
     /// The lanes that sent it.
     pub lanes: u64,
     /// The first writing thread of a `WRITE` (other messages do not say).
@@ -91,9 +92,10 @@ pub enum GiveUpReason {
 impl fmt::Display for GivenUp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "RPC: gave up a message on port {} (", self.port)?;
-        match opcode::name(self.opcode) {
-            Some(name) => f.write_str(name)?,
-            None => write!(f, "opcode {:#x}", self.opcode)?,
+        match (opcode::name(self.opcode), self.host_call) {
+            (Some(name), _) => f.write_str(name)?,
+            (None, Some(name)) => write!(f, "host call `{name}`, opcode {:#x},", self.opcode)?,
+            (None, None) => write!(f, "opcode {:#x}", self.opcode)?,
         }
         match self.sender {
             Some(ThreadIds { thread: [tx, ty, tz], block: [bx, by, bz] }) => {
@@ -145,10 +147,11 @@ impl Context {
 /// Serves one message on `port`; called with the port open and the message's first packet waiting.
 pub type Handler = Box<dyn FnMut(&mut ServerPort<'_>, &mut Context) -> Result<(), ServerError> + Send>;
 
-/// The RPC server with its handler table.
+/// The RPC server with its handler table: the startup's operations, and the host calls of one's own it was given.
 pub struct HostServer {
     server: Server,
     handlers: HashMap<u32, Handler>,
+    host_calls: HostCalls,
     context: Context,
     /// Whether the last `poll` found any message.
     served: bool,
@@ -183,6 +186,7 @@ impl HostServer {
         let mut this = Self {
             server,
             handlers: HashMap::new(),
+            host_calls: HostCalls::new(),
             context: Context::new(Box::new(io::stdout()), Box::new(io::stderr())),
             served: false,
             given_up: Vec::new(),
@@ -194,12 +198,13 @@ impl HostServer {
         this.register(opcode::WRITE, Box::new(handlers::write));
         this.register(opcode::EXIT, Box::new(handlers::exit));
         this.register(opcode::ABORT, Box::new(handlers::abort));
-        this.register(opcode::TEST_INCREMENT, Box::new(handlers::increment));
-        this.register(opcode::TEST_ECHO, Box::new(handlers::echo));
-        this.register(opcode::TEST_NOOP, Box::new(handlers::noop));
-        this.register(opcode::TEST_INTERFACE, Box::new(handlers::interface));
-        this.register(opcode::TEST_HAND_OFFS, Box::new(handlers::hand_offs));
         this
+    }
+
+    /// Serves the opcodes of `host_calls` with their handlers (a message of another user opcode has none).
+    pub fn with_host_calls(mut self, host_calls: HostCalls) -> Self {
+        self.host_calls = host_calls;
+        self
     }
 
     /// Gives up a message whose client makes no progress for `limit` while the kernels run, instead of
@@ -220,8 +225,10 @@ impl HostServer {
         self.context.output = output::Output::new(stdout, stderr);
     }
 
-    /// Adds (or replaces) the handler of `opcode`; returns the one it replaces.
-    pub fn register(&mut self, opcode: u32, handler: Handler) -> Option<Handler> {
+    /// Adds (or replaces) the handler of one of the startup's operations; returns the one it replaces. Host calls of
+    /// one's own come with [`HostServer::with_host_calls`].
+    pub(crate) fn register(&mut self, opcode: u32, handler: Handler) -> Option<Handler> {
+        debug_assert!(opcode::is_reserved(opcode), "{opcode:#x} is a user opcode");
         self.handlers.insert(opcode, handler)
     }
 
@@ -278,7 +285,12 @@ impl HostServer {
         }
         self.stats.messages += 1;
         self.stats.lanes += u64::from(lanes.count_ones());
-        let handler = self.handlers.get_mut(&op).ok_or(ServerError::UnknownOpcode { opcode: op, port: index })?;
+        let handler = self.handlers.get_mut(&op);
+        // The startup's operations (printing above all) never look in the host calls' table.
+        let host_call = if handler.is_none() { self.host_calls.opcode(op) } else { None };
+        if handler.is_none() && host_call.is_none() {
+            return Err(ServerError::UnknownOpcode { opcode: op, port: index });
+        }
         let stall_limit = self.stall_limit;
         let mut why = None;
         // The client's progress as last seen: its hand-offs in this message so far, and since when.
@@ -302,13 +314,21 @@ impl HostServer {
         };
         self.context.sender = None;
         let mut port = port.watched(&mut watch);
-        let handled = handler(&mut port, &mut self.context);
+        let handled = match (handler, host_call) {
+            (Some(handler), _) => handler(&mut port, &mut self.context),
+            (None, Some(call)) => match self.host_calls.serve(&mut port) {
+                Some(Err(source)) => Err(ServerError::HostCall { name: call.name(), opcode: op, port: index, source }),
+                _ => Ok(()),
+            },
+            (None, None) => unreachable!("refused above"),
+        };
         let abandoned = port.is_abandoned();
         drop(port);
         handled?;
         if abandoned {
             let why = why.unwrap_or(GiveUpReason::ClientGone);
-            self.given_up.push(GivenUp { port: index, opcode: op, lanes, sender: self.context.sender, why });
+            let host_call = host_call.map(|call| call.name());
+            self.given_up.push(GivenUp { port: index, opcode: op, host_call, lanes, sender: self.context.sender, why });
         }
         if !self.recent.contains(&index) {
             self.recent[self.next_recent] = index;

@@ -4,7 +4,8 @@
 use super::*;
 use startup_common::gpu::HostThread;
 use startup_common::io as gpu_io;
-use startup_common::rpc::{Client, HostRegion, Layout};
+use startup_common::rpc::testing::{self, TestOperations};
+use startup_common::rpc::{Client, HostCall, HostRegion, Layout, UserOpcode};
 use startup_common::rpc::{Scribble, WriteHead};
 use std::sync::{Arc, Mutex};
 
@@ -38,8 +39,9 @@ fn run(clients: usize, body: impl Fn(&Client<HostThread>, usize) + Sync) -> (Out
     unsafe { client.reset(region.as_ptr(), 8) };
     let (out, err) = (Capture::default(), Capture::default());
     // SAFETY: same region; this is its only server.
-    let mut server =
-        unsafe { HostServer::new(region.as_ptr(), 8, 1) }.with_output(Box::new(out.clone()), Box::new(err.clone()));
+    let mut server = unsafe { HostServer::new(region.as_ptr(), 8, 1) }
+        .with_output(Box::new(out.clone()), Box::new(err.clone()))
+        .with_host_calls(testing::operations());
     let outcome = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..clients)
             .map(|n| {
@@ -106,7 +108,7 @@ fn serves_prints_tests_and_exit() {
 fn counts_messages_and_lanes() {
     let (region, client) = two_ports();
     // SAFETY: same region; this is its only server.
-    let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
+    let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) }.with_host_calls(testing::operations());
     std::thread::scope(|scope| {
         let worker = scope.spawn(|| (0..5).for_each(|n| assert_eq!(client.test_increment(n), n + 1)));
         while !worker.is_finished() {
@@ -130,15 +132,22 @@ fn abort_is_reported_and_first_outcome_wins() {
     assert_eq!(outcome, Outcome::Abort);
 }
 
+/// A message whose opcode has no handler ends the run, in the startup's range and in the users': a plain loader
+/// serves no test operation.
 #[test]
 fn unknown_opcode_is_an_error() {
-    let (region, client) = two_ports();
-    let mut port = client.open(0x4242);
-    port.send(|_| {});
-    port.close();
-    // SAFETY: same region; this is its only server.
-    let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
-    assert!(matches!(server.poll(), Err(ServerError::UnknownOpcode { opcode: 0x4242, .. })));
+    for op in [0x4242, testing::INCREMENT.opcode().number()] {
+        let (region, client) = two_ports();
+        let mut port = client.open(op);
+        let index = port.index();
+        port.send(|_| {});
+        port.close();
+        // SAFETY: same region; this is its only server.
+        let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
+        let error = server.poll().unwrap_err();
+        assert!(matches!(error, ServerError::UnknownOpcode { opcode, port } if (opcode, port) == (op, index)));
+        assert_eq!(error.to_string(), format!("RPC: no handler for opcode {op:#x} (port {index})"));
+    }
 }
 
 /// Sends, on `port`, the first packet of a `WRITE` stream of `len` bytes to `stream` from the thread at `writer`:
@@ -197,6 +206,7 @@ fn a_stream_cut_short_is_given_up_and_its_bytes_kept() {
         [GivenUp {
             port: given_up[0].port,
             opcode: opcode::WRITE,
+            host_call: None,
             lanes: 1,
             sender: Some(ThreadIds::default()),
             why: GiveUpReason::ClientGone
@@ -266,6 +276,7 @@ fn a_stalled_message_is_given_up_and_the_rest_served() {
         [GivenUp {
             port: stalled_port,
             opcode: opcode::WRITE,
+            host_call: None,
             lanes: 1,
             sender: Some(writer),
             why: GiveUpReason::Stalled(limit)
@@ -285,6 +296,26 @@ fn a_stalled_message_is_given_up_and_the_rest_served() {
     let mut lines: Vec<&str> = text.lines().collect();
     lines.sort();
     assert_eq!(lines, ["another thread goes on", "this line stalls after its first packet."]);
+}
+
+/// A message given up is named by what it is: the startup's operation, the host call as registered, or the number.
+#[test]
+fn a_message_given_up_is_named_by_its_operation() {
+    let given_up = |opcode, host_call| GivenUp {
+        port: 2,
+        opcode,
+        host_call,
+        lanes: 0x5,
+        sender: None,
+        why: GiveUpReason::ClientGone,
+    };
+    let end = "from lanes 0x5): its client stopped in the middle of it";
+    assert_eq!(given_up(opcode::EXIT, None).to_string(), format!("RPC: gave up a message on port 2 (EXIT {end}"));
+    assert_eq!(
+        given_up(0x1_0001, Some("reverse")).to_string(),
+        format!("RPC: gave up a message on port 2 (host call `reverse`, opcode 0x10001, {end}")
+    );
+    assert_eq!(given_up(0x1_0001, None).to_string(), format!("RPC: gave up a message on port 2 (opcode 0x10001 {end}"));
 }
 
 /// Writes a region's words directly, as a GPU program that writes over its RPC region does.
@@ -313,14 +344,17 @@ impl Scribbler {
     }
 }
 
-/// Posts a one-packet `FIRST_USER` message of one lane on `port` of the region at `region`, as a client would,
+/// The user opcode the tests post raw messages with.
+const REPOST: UserOpcode = UserOpcode::new(opcode::FIRST_USER, "repost");
+
+/// Posts a one-packet [`REPOST`] message of one lane on `port` of the region at `region`, as a client would,
 /// straight through the layout's words.
 fn post_raw(region: usize, layout: Layout, port: u32) {
     let scribbler = Scribbler { base: region, layout };
     // SAFETY: the index is a word of the live region; reading it atomically is how the client reads its outbox.
     let out = unsafe { std::sync::atomic::AtomicU64::from_ptr((region as *mut u64).add(layout.client_outbox(port))) }
         .load(std::sync::atomic::Ordering::Relaxed);
-    scribbler.post(port, u64::from(opcode::FIRST_USER), 1, &[], out ^ 1);
+    scribbler.post(port, u64::from(REPOST.number()), 1, &[], out ^ 1);
 }
 
 /// A message on one of the latest ports is served in the same pass even when it arrives after the scan went
@@ -331,18 +365,18 @@ fn a_latest_port_is_looked_at_again_within_the_pass() {
     let layout = Layout::new(128, 1);
     let region = HostRegion::new(layout);
     let address = region.as_ptr() as usize;
-    // SAFETY: a fresh zeroed region laid out for 128 ports of one lane, outliving the server; its only server.
-    let mut server = unsafe { HostServer::new(region.as_ptr(), 128, 1) };
-    server.register(
-        opcode::FIRST_USER,
-        Box::new(move |port, _| {
+    let mut calls = HostCalls::new();
+    calls
+        .on_message(REPOST, move |port| {
             port.recv(|_, _| {});
             if port.index() == 70 {
                 post_raw(address, layout, 0);
             }
             Ok(())
-        }),
-    );
+        })
+        .unwrap();
+    // SAFETY: a fresh zeroed region laid out for 128 ports of one lane, outliving the server; its only server.
+    let mut server = unsafe { HostServer::new(region.as_ptr(), 128, 1) }.with_host_calls(calls);
     post_raw(address, layout, 0);
     server.poll().unwrap();
     assert_eq!(server.stats().messages, 1);
@@ -351,34 +385,37 @@ fn a_latest_port_is_looked_at_again_within_the_pass() {
     assert_eq!(server.stats().messages, 3, "port 0's second message waited for the next pass");
 }
 
+/// A host call of one's own is served by its handler, which keeps its state from one message to the next; its
+/// error ends the run with a one-line message naming the call and the error.
 #[test]
-fn new_operations_join_through_the_table() {
+fn host_calls_are_served_by_their_handlers() {
+    const TRIPLE: HostCall<u64, u64> = HostCall::new(0x1_0000, "triple");
     let (region, client) = two_ports();
+    let mut calls = HostCalls::new();
+    let mut served = 0;
+    calls
+        .on_call(TRIPLE, move |value| {
+            served += 1;
+            if value == 0 { Err(format!("nothing to triple in call {served}").into()) } else { Ok(value * 3) }
+        })
+        .unwrap();
     // SAFETY: same region; this is its only server.
-    let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
-    server.register(
-        opcode::FIRST_USER,
-        Box::new(|port, _| {
-            let mut value = 0;
-            port.recv(|_, packet| value = packet.get(0));
-            port.send(|_, packet| packet.set(0, value * 3));
-            Ok(())
-        }),
-    );
-    let result = std::thread::scope(|scope| {
-        let worker = scope.spawn(|| {
-            let mut port = client.open(opcode::FIRST_USER);
-            port.send(|packet| packet.set(0, 14));
-            let mut value = 0;
-            port.recv(|packet| value = packet.get(0));
-            value
-        });
+    let mut server = unsafe { HostServer::new(region.as_ptr(), 2, 1) }.with_host_calls(calls);
+    let (results, error) = std::thread::scope(|scope| {
+        let worker = scope.spawn(|| [client.call(TRIPLE, 14), client.call(TRIPLE, 5)]);
         while !worker.is_finished() {
             server.poll().unwrap();
         }
-        worker.join().unwrap()
+        let results = worker.join().unwrap();
+        // The failing call never gets its answer: its thread stays behind, as a GPU thread would.
+        let mut port = client.open(TRIPLE.opcode().number());
+        port.send_value(&0u64);
+        let index = port.index();
+        core::mem::forget(port);
+        (results, server.poll().unwrap_err().to_string().replace(&format!("port {index})"), "port P)"))
     });
-    assert_eq!(result, 42);
+    assert_eq!(results, [42, 15]);
+    assert_eq!(error, "RPC: host call `triple` (opcode 0x10000, port P) failed: nothing to triple in call 3");
 }
 
 /// A server on a fresh region of `ports` ports of `lanes` lanes whose output goes to `out`, with the region and a
@@ -390,13 +427,14 @@ fn scribbled(ports: u32, lanes: u32, out: &Capture) -> (HostRegion, Scribbler, H
     // SAFETY: a fresh zeroed region of this layout, which the caller keeps as long as the server; its only server.
     let server = unsafe { HostServer::new(region.as_ptr(), ports, lanes) }
         .with_output(Box::new(out.clone()), Box::new(out.clone()))
-        .with_stall_limit(Duration::from_millis(50));
+        .with_stall_limit(Duration::from_millis(50))
+        .with_host_calls(testing::operations());
     (region, scribbler, server)
 }
 
 /// Messages whose lengths and round counts are absurd, behind a client outbox of u64::MAX (which reads as 1, so
 /// the waits inside the message still wait): each ends in bounded time, holding next to nothing, and the port is
-/// retired. With nothing to say the client is gone, the stall limit ends them; a `TEST_ECHO` that announces more
+/// retired. With nothing to say the client is gone, the stall limit ends them; a test echo that announces more
 /// than the server holds is refused at once.
 #[test]
 fn absurd_lengths_and_rounds_end_in_bounded_time_and_memory() {
@@ -404,8 +442,8 @@ fn absurd_lengths_and_rounds_end_in_bounded_time_and_memory() {
     let cases: [(u32, &[u64]); 4] = [
         (opcode::WRITE, &[1 << 62, stdout, 0, u64::from_le_bytes(*b"first 8.")]),
         (opcode::WRITE, &[u64::MAX, stdout | u64::from(WriteHead::MORE) << 8, 0]),
-        (opcode::TEST_HAND_OFFS, &[u64::MAX]),
-        (opcode::TEST_INTERFACE, &[u64::MAX, 0]),
+        (testing::HAND_OFFS.number(), &[u64::MAX]),
+        (testing::INTERFACE.number(), &[u64::MAX, 0]),
     ];
     for (op, packet) in cases {
         for lanes in [1, 32] {
@@ -429,11 +467,12 @@ fn absurd_lengths_and_rounds_end_in_bounded_time_and_memory() {
     }
     let out = Capture::default();
     let (_region, scribbler, mut server) = scribbled(2, 32, &out);
-    scribbler.post(0, u64::from(opcode::TEST_ECHO), 1 << 7, &[1 << 62], 1);
+    scribbler.post(0, u64::from(testing::ECHO.number()), 1 << 7, &[1 << 62], 1);
     let refused = server.poll_watched(&mut || panic!("refused before any wait")).unwrap_err();
     assert_eq!(
         refused.to_string(),
-        "RPC: a test echo of 4611686018427387904 bytes from lane 7 (port 0) is over the limit of 65536 a lane"
+        "RPC: host call `test echo` (opcode 0xffff0002, port 0) failed: lane 7 announced a stream of \
+         4611686018427387904 bytes, over the limit of 65536 a lane"
     );
 }
 
@@ -443,7 +482,7 @@ fn test_handlers_wrap_on_absurd_values() {
     let out = Capture::default();
     let (region, scribbler, mut server) = scribbled(1, 1, &out);
     let layout = region.layout();
-    scribbler.post(0, u64::from(opcode::TEST_INCREMENT), 1, &[u64::MAX], 1);
+    scribbler.post(0, u64::from(testing::INCREMENT.opcode().number()), 1, &[u64::MAX], 1);
     server.poll().unwrap();
     // The reply is in the packet, and the port handed back (both outboxes at 1).
     let reply = Scribbler::new(region.as_ptr(), layout);
@@ -454,7 +493,7 @@ fn test_handlers_wrap_on_absurd_values() {
     };
     assert_eq!((word(layout.packet_word(0, 0, 0)), word(layout.server_outbox(0))), (0, 1));
     // Two rounds of the interface test where the client answers u64::MAX: the server's successor wraps to 0.
-    reply.post(0, u64::from(opcode::TEST_INTERFACE), 1, &[2, 0], 0);
+    reply.post(0, u64::from(testing::INTERFACE.number()), 1, &[2, 0], 0);
     let mut answered = 0;
     server
         .poll_watched(&mut || {

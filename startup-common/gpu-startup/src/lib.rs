@@ -34,7 +34,8 @@
 //!   (`--heap-size`); running out is Rust's `handle_alloc_error`;
 //! - a panic handler that prints the message with the thread and exits with 101 (feature `panic-handler`, on by
 //!   default);
-//! - [`rpc`]: the channel to the host underneath, for the runtime's own tests and new host services;
+//! - [`rpc`]: host calls of one's own ([`rpc::call`], [`rpc::open`]): the program asks the host program that runs it
+//!   for something, and the channel to the host underneath;
 //! - tests: [`#[gpu_startup::test]`](test) functions, which `cargo test` runs on the GPU through `gpu-loader`
 //!   (`docs/testing-your-code.md`).
 //!

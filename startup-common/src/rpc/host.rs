@@ -89,6 +89,18 @@ pub struct StreamTooLong {
     pub limit: u64,
 }
 
+impl core::fmt::Display for StreamTooLong {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "lane {} announced a stream of {} bytes, over the limit of {} a lane",
+            self.lane, self.len, self.limit
+        )
+    }
+}
+
+impl core::error::Error for StreamTooLong {}
+
 impl ServerPort<'_> {
     /// Receives a stream sent by `send_n_with::<H>` whole: one entry per lane, lowest lane first. A lane that announces
     /// more than `limit` bytes is refused at its first packet, before anything is held for it, and the message

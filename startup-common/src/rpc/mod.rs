@@ -18,16 +18,24 @@
 //! protocol has no data race in Rust's model, runs under Miri, and is modelled under loom with the same source
 //! (`--cfg loom` swaps the atomic types).
 
+mod call;
 mod client;
 #[cfg(any(test, feature = "host"))]
 mod host;
+#[cfg(any(test, feature = "host"))]
+mod host_calls;
 mod server;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 #[cfg(test)]
 mod tests;
 
+pub use call::{HostCall, Pod, ReservedOpcode, UserOpcode, Zeroable};
 pub use client::{Client, Port};
 #[cfg(any(test, feature = "host"))]
 pub use host::{HostBlockMemory, HostRegion, Received, StreamTooLong};
+#[cfg(any(test, feature = "host"))]
+pub use host_calls::{AlreadyRegistered, HostCallError, HostCalls};
 pub use server::{Server, ServerPort, StreamPiece};
 
 #[cfg(all(loom, not(any(test, feature = "host"))))]
@@ -93,7 +101,8 @@ pub const PACKET_WORDS: usize = 8;
 pub const PACKET_BYTES: usize = PACKET_WORDS * 8;
 
 /// The numbered operations. The host keeps a handler per opcode; new operations take new numbers and change nothing
-/// in the protocol. `docs/rpc.md` has the table with each message's packets.
+/// in the protocol. Opcodes below [`opcode::FIRST_USER`] are the startup's own; the rest are for host calls of one's
+/// own ([`UserOpcode`], [`HostCall`]). `docs/rpc.md` has the table with each message's packets.
 pub mod opcode {
     /// Write bytes to stdout or stderr: a stream with a 2-word [`WriteHead`](super::WriteHead); replied with one
     /// packet (word 0: bytes accepted).
@@ -102,34 +111,21 @@ pub mod opcode {
     pub const EXIT: u32 = 2;
     /// End the program abnormally: one empty packet. No reply.
     pub const ABORT: u32 = 3;
-    /// Test: each lane sends word 0, the host replies with word 0 + 1.
-    pub const TEST_INCREMENT: u32 = 0x100;
-    /// Test: each lane streams bytes, the host streams the same bytes back.
-    pub const TEST_ECHO: u32 = 0x101;
-    /// Test: one empty packet each way, for measuring the round trip alone.
-    pub const TEST_NOOP: u32 = 0x102;
-    /// Test: alternating sends and receives on one port, each lane's packets carrying its lane id (LLVM's
-    /// rpc_interface_test): the first packet holds the number of rounds.
-    pub const TEST_INTERFACE: u32 = 0x103;
-    /// Test: the first packet holds a number of rounds `n`; then the port's buffers go back and forth `n + 1` times
-    /// with nothing in them, the server handing them over as soon as it has them. The protocol's hand-off alone (no
-    /// port lock, header, scan or dispatch): the baseline of the round trip, measured on the same port, SM and host
-    /// thread as the messages it is compared with. The server does nothing else meanwhile.
-    pub const TEST_HAND_OFFS: u32 = 0x104;
-    /// Opcodes from here on are free for programs and loaders to define.
+    /// The first opcode of the users' range: below it, the startup's own operations (reserved, whether defined yet
+    /// or not); from it on, host calls that a program and the host program embedding the loader define.
     pub const FIRST_USER: u32 = 0x1_0000;
 
-    /// The name of a built-in opcode, for messages about it.
+    /// Whether `opcode` is reserved for the startup's own operations.
+    pub const fn is_reserved(opcode: u32) -> bool {
+        opcode < FIRST_USER
+    }
+
+    /// The name of one of the startup's operations, for messages about it.
     pub const fn name(opcode: u32) -> Option<&'static str> {
         Some(match opcode {
             WRITE => "WRITE",
             EXIT => "EXIT",
             ABORT => "ABORT",
-            TEST_INCREMENT => "TEST_INCREMENT",
-            TEST_ECHO => "TEST_ECHO",
-            TEST_NOOP => "TEST_NOOP",
-            TEST_INTERFACE => "TEST_INTERFACE",
-            TEST_HAND_OFFS => "TEST_HAND_OFFS",
             _ => return None,
         })
     }

@@ -1,8 +1,14 @@
 //! Protocol tests on one region in ordinary memory: single-threaded sequences (quick under Miri), a few threads, and
 //! the loom models of the port hand-off.
 
+use super::testing::TestOperations;
 use super::*;
 use crate::gpu::HostThread;
+
+/// The test operations' opcodes, as message headers carry them.
+const TEST_INCREMENT: u32 = testing::INCREMENT.opcode().number();
+const TEST_NOOP: u32 = testing::NOOP.opcode().number();
+const TEST_ECHO: u32 = testing::ECHO.number();
 
 #[cfg(not(loom))]
 mod plain {
@@ -107,13 +113,13 @@ mod plain {
         let mut server = server(&region);
         assert_eq!(server.next_pending(0), None);
 
-        let mut port = client.open(opcode::TEST_INCREMENT);
+        let mut port = client.open(TEST_INCREMENT);
         let index = port.index();
         port.send(|packet| packet.set(0, 41));
         assert!(server.is_pending(index));
         {
             let mut sport = server.open(index).expect("pending");
-            assert_eq!((sport.opcode(), sport.lane_mask()), (opcode::TEST_INCREMENT, 1));
+            assert_eq!((sport.opcode(), sport.lane_mask()), (TEST_INCREMENT, 1));
             let mut value = 0;
             sport.recv(|lane, packet| {
                 assert_eq!(lane, 0);
@@ -144,7 +150,7 @@ mod plain {
     #[test]
     fn reset_frees_ports_an_earlier_run_left_locked() {
         let (region, client) = setup(1);
-        let mut port = client.open(opcode::TEST_INCREMENT);
+        let mut port = client.open(TEST_INCREMENT);
         port.send(|packet| packet.set(0, 1));
         // The run ends here: the port stays locked, the server never answers.
         core::mem::forget(port);
@@ -153,7 +159,7 @@ mod plain {
         // SAFETY: a fresh zeroed region of the same layout; no other thread uses the client.
         unsafe { client.reset(region_again.as_ptr(), 1) };
         let mut server = server(&region_again);
-        let mut port = client.open(opcode::TEST_INCREMENT);
+        let mut port = client.open(TEST_INCREMENT);
         port.send(|packet| packet.set(0, 41));
         answer_increment(&mut server, 0);
         let mut reply = 0;
@@ -169,7 +175,7 @@ mod plain {
         let (region, client) = setup(2);
         let mut first = server(&region);
         // One message leaves both outboxes of its port at 1.
-        let mut port = client.open(opcode::TEST_INCREMENT);
+        let mut port = client.open(TEST_INCREMENT);
         let index = port.index();
         port.send(|packet| packet.set(0, 1));
         answer_increment(&mut first, index);
@@ -178,7 +184,7 @@ mod plain {
         let mut second = server(&region);
         assert_eq!(second.pending_in_group(0), 0);
         assert_eq!(second.next_pending(0), None);
-        let mut port = client.open(opcode::TEST_INCREMENT);
+        let mut port = client.open(TEST_INCREMENT);
         port.send(|packet| packet.set(0, 7));
         assert_eq!(second.pending_in_group(0), 1 << port.index());
         answer_increment(&mut second, port.index());
@@ -196,7 +202,7 @@ mod plain {
         first.send(|_| {});
         let busy = first.index();
         first.close();
-        let second = client.open(opcode::TEST_NOOP);
+        let second = client.open(TEST_NOOP);
         assert_ne!(second.index(), busy);
         drop(second);
         server.open(busy).unwrap().recv(|_, _| {});
@@ -255,8 +261,7 @@ mod plain {
         }
         // A stream of 2^62 bytes announced in the first packet; the word stays at u64::MAX (bit 1): once the server
         // has handed the buffers back it must wait for the client, asking its watcher, not read on for ever.
-        let echo =
-            Scribble { port: 1, opcode: opcode::TEST_ECHO.into(), mask: 1, packet: &[1 << 62], client_word: u64::MAX };
+        let echo = Scribble { port: 1, opcode: TEST_ECHO.into(), mask: 1, packet: &[1 << 62], client_word: u64::MAX };
         echo.write(&layout, |index, value| scribble(&region, index, value));
         let mut asked = 0;
         let mut watch = |hand_offs: u64| {
@@ -294,8 +299,7 @@ mod plain {
         let mut server = server(&region);
         // A test echo from one lane announcing `len` bytes, written into `region`.
         let echo = |region: &HostRegion, len: u64| {
-            let message =
-                Scribble { port: 0, opcode: opcode::TEST_ECHO.into(), mask: 1, packet: &[len], client_word: 1 };
+            let message = Scribble { port: 0, opcode: TEST_ECHO.into(), mask: 1, packet: &[len], client_word: 1 };
             message.write(&layout, |index, value| scribble(region, index, value));
         };
         echo(&region, u64::MAX);
@@ -329,7 +333,7 @@ mod plain {
         let mut received = 0u64;
         std::thread::scope(|scope| {
             let worker = scope.spawn(|| {
-                let mut port = client.open(opcode::TEST_ECHO);
+                let mut port = client.open(TEST_ECHO);
                 port.send_n(&data);
                 // The server gives the message up before the end: the client stops here, as a stopped kernel would.
                 core::mem::forget(port);
@@ -451,7 +455,7 @@ mod loom_models {
                     let opcode = port.opcode();
                     let mut value = 0;
                     port.recv(|_, packet| value = packet.get(0));
-                    if opcode == opcode::TEST_INCREMENT {
+                    if opcode == TEST_INCREMENT {
                         port.send(|_, packet| packet.set(0, value + 1));
                     }
                     seen.push((opcode, value));
@@ -478,7 +482,7 @@ mod loom_models {
                 .collect();
             let mut seen = serve(&region, 2);
             seen.sort();
-            assert_eq!(seen, [(opcode::TEST_INCREMENT, 1), (opcode::TEST_INCREMENT, 11)]);
+            assert_eq!(seen, [(TEST_INCREMENT, 1), (TEST_INCREMENT, 11)]);
             for worker in workers {
                 worker.join().unwrap();
             }
@@ -498,7 +502,7 @@ mod loom_models {
                 .collect();
             let mut seen = serve(&region, 2);
             seen.sort();
-            assert_eq!(seen, [(opcode::TEST_INCREMENT, 5), (opcode::TEST_INCREMENT, 6)]);
+            assert_eq!(seen, [(TEST_INCREMENT, 5), (TEST_INCREMENT, 6)]);
             for worker in workers {
                 worker.join().unwrap();
             }
@@ -521,7 +525,7 @@ mod loom_models {
             };
             let mut seen = serve(&region, 2);
             seen.sort();
-            assert_eq!(seen, [(opcode::EXIT, 3), (opcode::TEST_INCREMENT, 7)]);
+            assert_eq!(seen, [(opcode::EXIT, 3), (TEST_INCREMENT, 7)]);
             exiting.join().unwrap();
             asking.join().unwrap();
         });
@@ -624,7 +628,7 @@ mod loom_models {
                     let client = client.clone();
                     let value = 10 * u64::from(lane) + 1;
                     spawn_lane(lane, move || {
-                        let mut port = client.open(opcode::TEST_INCREMENT);
+                        let mut port = client.open(TEST_INCREMENT);
                         assert_eq!(port.index(), 0, "the warp's own port");
                         port.send(|packet| packet.set(0, value));
                         let mut reply = 0;
@@ -636,7 +640,7 @@ mod loom_models {
                 .collect();
             let mut seen = serve(&region, 2);
             seen.sort();
-            assert_eq!(seen, [(opcode::TEST_INCREMENT, 1), (opcode::TEST_INCREMENT, 11)]);
+            assert_eq!(seen, [(TEST_INCREMENT, 1), (TEST_INCREMENT, 11)]);
             for worker in workers {
                 worker.join().unwrap();
             }
@@ -659,7 +663,7 @@ mod loom_models {
             };
             let mut seen = serve(&region, 2);
             seen.sort();
-            assert_eq!(seen, [(opcode::EXIT, 3), (opcode::TEST_INCREMENT, 7)]);
+            assert_eq!(seen, [(opcode::EXIT, 3), (TEST_INCREMENT, 7)]);
             exiting.join().unwrap();
             asking.join().unwrap();
         });

@@ -10,7 +10,9 @@ use std::sync::{Arc, Barrier, Condvar, Mutex};
 
 use startup_common::abi::LaunchParams;
 use startup_common::gpu::{Gpu, ThreadIds};
-use startup_common::rpc::{BlockMemory, Client, HostBlockMemory, HostRegion, Layout, Server, WriteHead, opcode};
+use startup_common::rpc::{
+    BlockMemory, Client, HostBlockMemory, HostCalls, HostRegion, Layout, Server, WriteHead, opcode, testing,
+};
 
 /// Scales a count down under Miri, where every thread switch is slow.
 pub fn scaled(normal: usize, miri: usize) -> usize {
@@ -29,15 +31,30 @@ pub struct Seen {
     /// Whole messages per stream number, in the order they were completed.
     pub messages: HashMap<u8, Vec<Vec<u8>>>,
     pub outcome: Option<Outcome>,
-    pub increments: usize,
-    pub echoes: usize,
+    /// Lanes served per host call opcode (the test operations).
+    pub lanes_by_opcode: HashMap<u32, usize>,
     /// Lane masks of the messages served.
     pub masks: Vec<u64>,
 }
 
+impl Seen {
+    /// How many lanes sent a test increment.
+    pub fn increments(&self) -> usize {
+        self.lanes_by_opcode.get(&testing::INCREMENT.opcode().number()).copied().unwrap_or(0)
+    }
+
+    /// How many lanes sent a test echo.
+    pub fn echoes(&self) -> usize {
+        self.lanes_by_opcode.get(&testing::ECHO.number()).copied().unwrap_or(0)
+    }
+}
+
+/// A server for the startup's operations, which it checks as it serves them, and the test operations, which their
+/// handlers serve.
 pub struct TestServer {
     server: Server,
     pending: HashMap<(u64, u64, u8), Vec<u8>>,
+    calls: HostCalls,
     pub seen: Seen,
 }
 
@@ -46,7 +63,7 @@ impl TestServer {
         let layout = region.layout();
         // SAFETY: every test keeps the region alive for as long as its server, and has only one server.
         let server = unsafe { Server::new(region.as_ptr(), layout.port_count(), layout.lane_size()) };
-        Self { server, pending: HashMap::new(), seen: Seen::default() }
+        Self { server, pending: HashMap::new(), calls: testing::operations(), seen: Seen::default() }
     }
 
     /// One pass over all ports; whether any had work.
@@ -73,21 +90,6 @@ impl TestServer {
                     }
                     port.send(|_, packet| packet.set(0, 0));
                 }
-                opcode::TEST_INCREMENT => {
-                    let mut values = [0u64; 64];
-                    port.recv(|lane, packet| values[lane as usize] = packet.get(0));
-                    port.send(|lane, packet| packet.set(0, values[lane as usize] + 1));
-                    self.seen.increments += port.lanes().count();
-                }
-                opcode::TEST_ECHO => {
-                    let received = port.recv_n_vec::<0>(u64::MAX).unwrap();
-                    let mut by_lane: [&[u8]; 64] = [&[]; 64];
-                    for entry in &received {
-                        by_lane[entry.lane as usize] = &entry.data;
-                    }
-                    port.send_n(|lane| by_lane[lane as usize]);
-                    self.seen.echoes += received.len();
-                }
                 opcode::EXIT => {
                     let mut status = None;
                     port.recv(|_, packet| {
@@ -99,7 +101,11 @@ impl TestServer {
                     port.recv(|_, _| {});
                     self.seen.outcome.get_or_insert(Outcome::Abort);
                 }
-                other => panic!("unexpected opcode {other:#x}"),
+                other => {
+                    *self.seen.lanes_by_opcode.entry(other).or_default() += port.lanes().count();
+                    let served = self.calls.serve(&mut port).unwrap_or_else(|| panic!("unexpected opcode {other:#x}"));
+                    served.unwrap_or_else(|error| panic!("opcode {other:#x} failed: {error}"));
+                }
             }
         }
         any

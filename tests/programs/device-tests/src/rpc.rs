@@ -1,8 +1,10 @@
 //! The RPC operations from many threads at once, as LLVM libc's RPC tests check them. The test binary runs with the
 //! loader's 1,024 ports, a port for each warp; its `shared-ports` case runs these tests again with 5 ports, which the
-//! warps share and contend for.
+//! warps share and contend for. The operations are the test operations, which `gpu-test-loader` serves; a plain
+//! `gpu-loader` has none, and its `plain` case checks the error that ends such a test.
 
-use gpu_startup::{block, rpc, thread};
+use gpu_startup::rpc::{self, testing::TestOperations};
+use gpu_startup::{block, thread};
 
 /// Round trips from every thread of a 3-D grid, each thread a different number of them (LLVM libc's rpc_test): the
 /// host adds one each time, so each thread ends at its count.

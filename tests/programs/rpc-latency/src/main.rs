@@ -14,8 +14,9 @@
 #![no_std]
 #![no_main]
 
+use gpu_startup::rpc::{self, testing::TestOperations};
 use gpu_startup::time::Instant;
-use gpu_startup::{println, rpc, thread};
+use gpu_startup::{println, thread};
 
 #[gpu_startup::main]
 fn main() -> i32 {

@@ -3,10 +3,10 @@
 //! one-warp grid uses (its warp has port 0 of its own); `argv[1]` says what:
 //!
 //! - `garbage`: a `WRITE` announcing 2^62 bytes behind a client outbox of u64::MAX (its lowest bit says "handed
-//!   over"), a `TEST_HAND_OFFS` of 2^64 - 1 rounds behind 3, a `TEST_INTERFACE` of as many rounds from every lane
-//!   behind 0xffff_ffff, an unknown opcode behind 2 (which reads as idle), and a server outbox written over; then it
-//!   returns. The loader gives up the three messages when the kernels end, writes the 40 bytes that arrived, and
-//!   exits 1: the program's 0 would hide the lost messages.
+//!   over"), a test hand-offs of 2^64 - 1 rounds behind 3, a test interface of as many rounds from every lane behind
+//!   0xffff_ffff (test operations: `gpu-test-loader` serves them), an unknown opcode behind 2 (which reads as idle),
+//!   and a server outbox written over; then it returns. The loader gives up the three messages when the kernels end,
+//!   writes the 40 bytes that arrived, and exits 1: the program's 0 would hide the lost messages.
 //! - `stall`: a `WRITE` announcing 1,000 bytes of which the first 40 arrive; then thread 0 waits 2.5 s on the
 //!   device and prints. The loader gives the message up after a second without progress, reports it, serves the
 //!   line after it, and exits 1.
@@ -24,7 +24,7 @@ use core::time::Duration;
 use gpu_startup::time::Instant;
 use gpu_startup::{println, rpc, thread};
 use startup_common::ThreadIds;
-use startup_common::rpc::{Layout, Scribble, WriteHead, opcode};
+use startup_common::rpc::{Layout, Scribble, WriteHead, opcode, testing};
 
 /// The program's RPC region, written word by word.
 struct Region {
@@ -89,8 +89,8 @@ fn main() -> i32 {
                 &first_packet_of_a_write(1 << 62, b"a line that announces 2^62 bytes, cut..."),
                 u64::MAX,
             );
-            region.post(2, opcode::TEST_HAND_OFFS.into(), 1, &[u64::MAX], 3);
-            region.post(3, opcode::TEST_INTERFACE.into(), u64::MAX, &[u64::MAX, 0], 0xffff_ffff);
+            region.post(2, testing::HAND_OFFS.number().into(), 1, &[u64::MAX], 3);
+            region.post(3, testing::INTERFACE.number().into(), u64::MAX, &[u64::MAX, 0], 0xffff_ffff);
             region.post(4, 0xdead, 1, &[], 2);
             region.set(layout.server_outbox(5), 0xdead_beef);
             0
