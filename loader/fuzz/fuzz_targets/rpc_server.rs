@@ -1,5 +1,5 @@
-//! The loader's RPC server (`HostServer::poll_watched`, with every built-in handler) on a region whose words a script
-//! writes, as a buggy GPU program can: mailboxes, headers, lane masks, lengths, round counts, at any moment. Nothing
+//! The loader's RPC server (`HostServer::poll_watched`, with every built-in handler; the file operations with the
+//! file system denied and an empty stdin) on a region whose words a script writes, as a buggy GPU program can: mailboxes, headers, lane masks, lengths, round counts, at any moment. Nothing
 //! may panic, every call must return in a bounded number of steps, and the output held back never passes its cap.
 //!
 //! The input: byte 0 picks the port count (1 to 70: one or two groups of 64), byte 1 the lanes per group (1, 2, 32
@@ -90,7 +90,10 @@ fuzz_target!(|data: &[u8]| {
     // SAFETY: a fresh zeroed region of this layout, outliving the server; its only server.
     let mut server = unsafe { HostServer::new(region.as_ptr(), ports, lanes) }
         .with_output(Box::new(output.clone()), Box::new(output.clone()))
-        .with_stall_limit(Duration::ZERO);
+        .with_stall_limit(Duration::ZERO)
+        // The file operations check every request as usual, but must not open, remove or rename the machine's files.
+        .with_stdin(Box::new(io::empty()))
+        .deny_file_system();
     let script = Mutex::new(Script { bytes: script, words });
     let mut retired = Vec::new();
     let mut polls_after_the_script = 0;
