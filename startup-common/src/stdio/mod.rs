@@ -8,7 +8,8 @@
 //! A `FILE *` from the program is checked before it is used: it must be one of the three standard streams or an
 //! entry of the table, open. Anything else (a null pointer, a pointer to elsewhere, a stream already closed) fails
 //! the call with [`errno::EBADF`](crate::errno::EBADF) rather than reading memory through it. A table entry is used
-//! again by a later `fopen`, so a `FILE *` kept after `fclose` may then name another file, as in any C library.
+//! again by a later `fopen` (as late as can be: `fopen` looks for a free entry after the one it took last), so a
+//! `FILE *` kept after `fclose` may then name another file, as in any C library.
 
 pub mod functions;
 
@@ -65,6 +66,9 @@ pub static STDERR: File = File::standard(Kind::Stderr, WRITABLE);
 
 /// The files a program has open through `fopen`: as many as the host lets a run open.
 pub static OPEN_FILES: [File; MAX_OPEN_FILES] = [const { File::free() }; MAX_OPEN_FILES];
+
+/// Where `fopen` starts looking for a free entry: after the last one taken.
+static NEXT_ENTRY: AtomicU32 = AtomicU32::new(0);
 
 /// What a stream reads from or writes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,12 +150,17 @@ impl File {
         self.flags.fetch_and(!flags, Ordering::Relaxed);
     }
 
-    /// Takes a free table entry for `fopen`, or `None` when all are in use.
+    /// Takes a free table entry for `fopen`, or `None` when all are in use. The search starts after the entry taken
+    /// last, so that an entry just closed is taken again as late as can be.
     fn claim() -> Option<&'static File> {
-        OPEN_FILES.iter().find(|file| {
-            file.slot.load(Ordering::Relaxed) == FREE
-                && file.slot.compare_exchange(FREE, BUSY, Ordering::Acquire, Ordering::Relaxed).is_ok()
-        })
+        let start = NEXT_ENTRY.load(Ordering::Relaxed) as usize % MAX_OPEN_FILES;
+        let (index, file) =
+            (start..MAX_OPEN_FILES).chain(0..start).map(|index| (index, &OPEN_FILES[index])).find(|(_, file)| {
+                file.slot.load(Ordering::Relaxed) == FREE
+                    && file.slot.compare_exchange(FREE, BUSY, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            })?;
+        NEXT_ENTRY.store(index as u32 + 1, Ordering::Relaxed);
+        Some(file)
     }
 
     /// Makes a claimed entry the open stream of `handle`, with the `READABLE`/`WRITABLE` bits of `access`.
@@ -184,6 +193,7 @@ pub fn reset() {
     for file in &OPEN_FILES {
         file.release();
     }
+    NEXT_ENTRY.store(0, Ordering::Relaxed);
     for file in [&STDIN, &STDOUT, &STDERR] {
         file.clear(END_OF_FILE | ERROR);
     }
@@ -223,6 +233,15 @@ mod tests {
         file.release();
         assert_eq!(file.target(), Err(errno::EBADF));
         assert_eq!(STDIN.target(), Ok(Target::Stdin));
+    }
+
+    #[test]
+    fn an_entry_closed_is_taken_again_only_after_the_others() {
+        let first = File::claim().unwrap();
+        first.release();
+        let second = File::claim().unwrap();
+        assert!(!core::ptr::eq(first, second), "the next entry, not the one just freed");
+        second.release();
         assert_eq!(STDERR.begin_close(), None, "the standard streams are not table entries");
     }
 }
