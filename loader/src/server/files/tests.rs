@@ -544,3 +544,35 @@ fn a_denied_file_system_refuses_every_path() {
     });
     assert_eq!(std::fs::read(scratch.0.join("kept")).unwrap(), b"kept");
 }
+
+/// Threads opening and closing C streams at once each get a table entry of their own: every thread's file holds
+/// exactly what it wrote.
+#[test]
+fn threads_opening_and_closing_c_streams_at_once_never_share_one() {
+    let scratch = Scratch::new();
+    let mut setup = Setup::new(no_stdin());
+    let failures: usize = setup
+        .run(8, |runtime, n| {
+            let mut failures = 0;
+            for round in 0..40 {
+                let path = CString::new(scratch.path(&format!("t{n}-{round}"))).unwrap();
+                let text = CString::new(format!("thread {n} round {round}")).unwrap();
+                let mut back = [0 as c_char; 64];
+                // SAFETY: C strings and a buffer of the size given.
+                unsafe {
+                    let file = c::fopen(runtime, path.as_ptr(), c"w+".as_ptr());
+                    c::fputs(runtime, text.as_ptr(), file);
+                    c::rewind(runtime, file);
+                    c::fgets(runtime, back.as_mut_ptr(), 64, file);
+                    failures += usize::from(std::ffi::CStr::from_ptr(back.as_ptr()) != text.as_c_str());
+                    failures += usize::from(c::fclose(runtime, file) != 0);
+                    failures += usize::from(c::remove(runtime, path.as_ptr()) != 0);
+                }
+            }
+            failures
+        })
+        .into_iter()
+        .sum();
+    assert_eq!(failures, 0);
+    assert_eq!(setup.server.open_files(), 0);
+}
