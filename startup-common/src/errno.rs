@@ -153,33 +153,25 @@ pub fn describe(number: c_int, out: &mut [u8; 32]) -> &str {
     if let Some(message) = message(number) {
         return message;
     }
-    let mut writer = crate::printf::BufferOutput::new(out);
-    let mut digits = [0u8; 12];
-    let digits = decimal(number, &mut digits);
-    crate::printf::Output::write(&mut writer, b"Unknown error ");
-    crate::printf::Output::write(&mut writer, digits);
-    let len = writer.finish();
-    // ASCII by construction.
-    core::str::from_utf8(&out[..len]).unwrap_or("Unknown error")
-}
-
-/// `number` in decimal, with a `-` when negative.
-fn decimal(number: c_int, out: &mut [u8; 12]) -> &[u8] {
-    let mut value = number.unsigned_abs();
-    let mut start = out.len();
-    loop {
-        start -= 1;
-        out[start] = b'0' + (value % 10) as u8;
-        value /= 10;
-        if value == 0 {
-            break;
+    /// The front of `out`, filled by `fmt`.
+    struct Text<'a> {
+        out: &'a mut [u8; 32],
+        len: usize,
+    }
+    impl core::fmt::Write for Text<'_> {
+        fn write_str(&mut self, text: &str) -> core::fmt::Result {
+            let end = self.len + text.len();
+            self.out.get_mut(self.len..end).ok_or(core::fmt::Error)?.copy_from_slice(text.as_bytes());
+            self.len = end;
+            Ok(())
         }
     }
-    if number < 0 {
-        start -= 1;
-        out[start] = b'-';
-    }
-    &out[start..]
+    let mut text = Text { out: &mut *out, len: 0 };
+    // At most 25 bytes: it fits.
+    let _ = core::fmt::Write::write_fmt(&mut text, format_args!("Unknown error {number}"));
+    let len = text.len;
+    // ASCII by construction.
+    core::str::from_utf8(&out[..len]).unwrap_or("Unknown error")
 }
 
 #[cfg(test)]

@@ -150,6 +150,14 @@ fn reply(words: [u64; 2]) -> Result<u64, c_int> {
     }
 }
 
+/// Waits for the reply packet of the message on `port`, closes it, and returns the reply.
+fn reply_on<G: Gpu>(mut port: crate::rpc::Port<'_, G>) -> Result<u64, c_int> {
+    let mut answer = [0; 2];
+    port.recv(|packet| answer = [packet.get(0), packet.get(1)]);
+    port.close();
+    reply(answer)
+}
+
 /// Sends one packet of `words` with `opcode` and returns the reply.
 fn request<G: Gpu>(client: &Client<G>, opcode: u32, words: [u64; 3]) -> Result<u64, c_int> {
     if !client.is_ready() {
@@ -157,32 +165,32 @@ fn request<G: Gpu>(client: &Client<G>, opcode: u32, words: [u64; 3]) -> Result<u
     }
     let mut port = client.open(opcode);
     port.send(|packet| words.iter().enumerate().for_each(|(index, &word)| packet.set(index, word)));
-    let mut answer = [0; 2];
-    port.recv(|packet| answer = [packet.get(0), packet.get(1)]);
-    port.close();
-    reply(answer)
+    reply_on(port)
 }
 
-/// Sends `path` (with `head` before it) as a stream with `opcode` and returns the reply. The path is checked here
-/// first: the host would refuse a longer one too, but only after receiving it.
-fn request_with_path<G: Gpu>(client: &Client<G>, opcode: u32, head: u64, path: &[u8]) -> Result<u64, c_int> {
+/// Sends `paths` as streams with `opcode`, `head` before the first, and returns the reply. The paths are checked
+/// here first: the host would refuse a longer one too, but only after receiving it.
+fn request_with_paths<G: Gpu>(client: &Client<G>, opcode: u32, head: u64, paths: &[&[u8]]) -> Result<u64, c_int> {
     if !client.is_ready() {
         return Err(errno::ENOSYS);
     }
-    if path.len() >= MAX_PATH {
+    if paths.iter().any(|path| path.len() >= MAX_PATH) {
         return Err(errno::ENAMETOOLONG);
     }
     let mut port = client.open(opcode);
-    port.send_n_with([head], path);
-    let mut answer = [0; 2];
-    port.recv(|packet| answer = [packet.get(0), packet.get(1)]);
-    port.close();
-    reply(answer)
+    for (index, path) in paths.iter().enumerate() {
+        if index == 0 {
+            port.send_n_with([head], path);
+        } else {
+            port.send_n(path);
+        }
+    }
+    reply_on(port)
 }
 
 /// Opens the file at `path` (without a NUL) as `flags` say; its handle.
 pub fn open<G: Gpu>(client: &Client<G>, path: &[u8], flags: OpenFlags) -> Result<u64, c_int> {
-    request_with_path(client, opcode::FILE_OPEN, flags.0, path)
+    request_with_paths(client, opcode::FILE_OPEN, flags.0, &[path])
 }
 
 /// Closes the file `handle` names, after writing out what the host holds for it; its write error, if any, comes
@@ -248,24 +256,12 @@ pub fn flush<G: Gpu>(client: &Client<G>, handle: u64) -> Result<(), c_int> {
 
 /// Removes the file at `path`, or, for C's `remove`, an empty directory too.
 pub fn remove<G: Gpu>(client: &Client<G>, path: &[u8], kind: RemoveKind) -> Result<(), c_int> {
-    request_with_path(client, opcode::FILE_REMOVE, kind as u64, path).map(drop)
+    request_with_paths(client, opcode::FILE_REMOVE, kind as u64, &[path]).map(drop)
 }
 
 /// Renames `from` to `to`, replacing `to` if it is a file, as the host's `rename` does.
 pub fn rename<G: Gpu>(client: &Client<G>, from: &[u8], to: &[u8]) -> Result<(), c_int> {
-    if !client.is_ready() {
-        return Err(errno::ENOSYS);
-    }
-    if from.len() >= MAX_PATH || to.len() >= MAX_PATH {
-        return Err(errno::ENAMETOOLONG);
-    }
-    let mut port = client.open(opcode::FILE_RENAME);
-    port.send_n(from);
-    port.send_n(to);
-    let mut answer = [0; 2];
-    port.recv(|packet| answer = [packet.get(0), packet.get(1)]);
-    port.close();
-    reply(answer).map(drop)
+    request_with_paths(client, opcode::FILE_RENAME, 0, &[from, to]).map(drop)
 }
 
 #[cfg(test)]

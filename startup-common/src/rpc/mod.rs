@@ -119,7 +119,7 @@ pub mod opcode {
     pub const FILE_FLUSH: u32 = 9;
     /// Remove a file (or an empty directory): a stream with 1 head word (`files::RemoveKind`) and the path.
     pub const FILE_REMOVE: u32 = 10;
-    /// Rename: two streams, the old path and the new.
+    /// Rename: two streams, the old path (with 1 head word, 0) and the new.
     pub const FILE_RENAME: u32 = 11;
     /// Test: each lane sends word 0, the host replies with word 0 + 1.
     pub const TEST_INCREMENT: u32 = 0x100;

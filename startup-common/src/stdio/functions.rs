@@ -103,6 +103,16 @@ fn read_fully<G: Gpu>(
     (done, false)
 }
 
+/// The bytes of `count` items of `size`, for `fread` and `fwrite`: `None` when there are none (nothing to do) or
+/// more than memory holds (`errno` `EINVAL`).
+fn item_bytes<G: Gpu>(size: usize, count: usize) -> Option<usize> {
+    match size.checked_mul(count) {
+        Some(0) => None,
+        Some(total) => Some(total),
+        None => fail::<G, _>(errno::EINVAL, None),
+    }
+}
+
 /// C's `fread`: reads `count` items of `size` bytes; the number of whole items read, fewer at the end of the stream
 /// (`feof`) or on an error (`ferror`, `errno`).
 ///
@@ -115,10 +125,7 @@ pub unsafe fn fread<G: Gpu>(
     count: usize,
     file: *mut File,
 ) -> usize {
-    let Some(total) = size.checked_mul(count) else { return fail::<G, _>(errno::EINVAL, 0) };
-    if total == 0 {
-        return 0;
-    }
+    let Some(total) = item_bytes::<G>(size, count) else { return 0 };
     let Some((file, target)) = usable::<G>(file, READABLE) else { return 0 };
     let Some(handle) = target.read_handle() else { return 0 };
     // SAFETY: the caller guarantees room for `size * count` bytes at `data`.
@@ -160,10 +167,7 @@ pub unsafe fn fwrite<G: Gpu>(
     count: usize,
     file: *mut File,
 ) -> usize {
-    let Some(total) = size.checked_mul(count) else { return fail::<G, _>(errno::EINVAL, 0) };
-    if total == 0 {
-        return 0;
-    }
+    let Some(total) = item_bytes::<G>(size, count) else { return 0 };
     // SAFETY: the caller guarantees `size * count` readable bytes at `data`.
     let bytes = unsafe { core::slice::from_raw_parts(data.cast::<u8>(), total) };
     if write_bytes(runtime, file, bytes) { count } else { 0 }

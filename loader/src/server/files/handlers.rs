@@ -196,9 +196,9 @@ pub(in crate::server) fn remove(port: &mut ServerPort<'_>, context: &mut Context
     Ok(())
 }
 
-/// `FILE_RENAME`: two streams per lane, the old path and the new.
+/// `FILE_RENAME`: two streams per lane, the old path (with a head word, 0) and the new.
 pub(in crate::server) fn rename(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
-    let from = Paths::<0>::receive(port);
+    let from = Paths::<1>::receive(port);
     let to = Paths::<0>::receive(port);
     let mut replies = [[0; 2]; LANES];
     for lane in port.lanes() {
