@@ -368,7 +368,8 @@ unsafe fn value_in(envp: &[*mut c_char], name: &[u8]) -> *mut c_char {
     for &entry in envp {
         // SAFETY: the caller's guarantee.
         let bytes = unsafe { c_string_bytes(entry) };
-        if bytes.len() > name.len() && bytes.starts_with(name) && bytes[name.len()] == b'=' {
+        // Compared byte by byte: slice equality calls `memcmp`, which nothing defines for a C program on AMD.
+        if bytes.len() > name.len() && bytes.iter().zip(name).all(|(a, b)| a == b) && bytes[name.len()] == b'=' {
             // SAFETY: the value starts after the `=`, inside the same string.
             return unsafe { entry.add(name.len() + 1) };
         }
