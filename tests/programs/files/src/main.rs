@@ -5,9 +5,12 @@
 //! checks that every thread's line is there once, whole. Thread 0 also goes through the operations and their
 //! errors: a missing file, a directory, a closed handle, seek and tell, append, rename, `fs::write`.
 //! `stdin`: each thread reads one line of the loader's stdin and prints it. `stdin-all`: thread 0 reads all of
-//! stdin through `Read` and prints its size.
+//! stdin through `Read` and prints its size. `lines`: every thread takes lines of stdin through `lines()` until its
+//! end and prints each.
 #![no_std]
 #![no_main]
+
+extern crate alloc;
 
 use core::fmt::Write as _;
 use core::mem::ManuallyDrop;
@@ -169,6 +172,15 @@ fn operations() -> io::Result<()> {
     let mut all = [0; 32];
     let n = File::open("data.txt")?.read(&mut all)?;
     println!("after append: {:?}", core::str::from_utf8(&all[..n]));
+    fs::write("lines.txt", "first\nsecond\nno end")?;
+    let mut lines = File::open("lines.txt")?;
+    let mut line = alloc::string::String::new();
+    while lines.read_line(&mut line)? > 0 {}
+    println!("read_line until the end: {line:?}");
+    println!("read_to_string: {:?}", fs::read_to_string("lines.txt")?);
+    println!("read: {} bytes", fs::read("lines.txt")?.len());
+    fs::write("latin1.txt", b"caf\xe9")?;
+    println!("read_to_string of Latin-1: {}", text(&show(fs::read_to_string("latin1.txt"))));
 
     let handle = File::create("closed.txt")?.into_raw_handle();
     File::from_raw_handle(handle).close()?;
@@ -224,6 +236,22 @@ fn main() -> i32 {
                     1
                 }
             }
+        }
+        "lines" => {
+            let mut got = alloc::vec::Vec::new();
+            for line in io::stdin().lines() {
+                match line {
+                    Ok(line) => got.push(line),
+                    Err(error) => {
+                        println!("thread {index}: lines failed: {error}");
+                        return 1;
+                    }
+                }
+            }
+            for line in got {
+                println!("took: {line}");
+            }
+            0
         }
         "stdin-all" if index == 0 => {
             let (mut bytes, mut lines, mut sum) = (0u64, 0u64, 0u64);
