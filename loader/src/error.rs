@@ -27,7 +27,8 @@ pub enum LoaderError {
     DeviceFault { kernel: &'static str, message: String },
     #[error("the program ended without reporting an exit code (the RPC channel never received `exit`)")]
     NoExitReported,
-    /// The RPC server failed; the message starts with `RPC: `.
+    /// The RPC server failed (the message starts with `RPC: `), or a file the program left open could not be written
+    /// out when the run ended.
     #[error("{0}")]
     Rpc(String),
 }

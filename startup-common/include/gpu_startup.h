@@ -4,9 +4,9 @@
  * A GPU program is an ordinary C program: it defines `int main(int argc, char **argv, char **envp)`, which every
  * thread of the launch grid calls, and `gpu-loader IMAGE [ARGS...]` runs it. There is no libc: a program gets exactly
  * what this header declares, all defined by the startup (crates `startup-nvptx` / `startup-amdgpu`). There is no
- * `<stdio.h>` or `<stdlib.h>`: the printing functions, `printf` included, and the heap's, `malloc` included, are
- * declared here. `<stdint.h>`, `<stddef.h>`, `<stdbool.h>`, `<stdarg.h>` and clang's `<gpuintrin.h>` (thread and
- * block ids for both targets) are freestanding headers and work.
+ * `<stdio.h>`, `<stdlib.h>` or `<errno.h>`: the streams and files, `printf`, `getenv`, `errno` and the heap's
+ * functions, `malloc` included, are declared here. `<stdint.h>`, `<stddef.h>`, `<stdbool.h>`, `<stdarg.h>` and clang's
+ * `<gpuintrin.h>` (thread and block ids for both targets) are freestanding headers and work.
  *
  * Linking (docs/c-programs.md has the full commands). Build the startup once per target and arch as a static
  * library of LLVM bitcode, compile the program to bitcode, and link the two:
@@ -63,25 +63,123 @@ __attribute__((__noreturn__)) void abort(void);
 /* Registers `handler` to run at exit; 0 on success, non-zero when the registry (63 entries) is full. */
 int atexit(gpu_destructor_fn *handler);
 
-/* A stream: only `stdout` and `stderr` exist. Its contents are private to the startup; compare addresses only. */
+/* A stream: `stdin`, `stdout`, `stderr`, or a file `fopen` opened. Its contents are private to the startup. Every
+   function checks the `FILE *` it is given: a pointer that is no stream, or a stream already closed, fails the call
+   with `EBADF` (no memory is read through it). Streams are unbuffered on the device: each call is one message to the
+   host, which buffers a file's writes until `fflush`, `fclose`, a read or seek of it, or the end of the run. Each
+   call's output reaches its stream as one piece, never interleaved with another thread's. */
 typedef struct gpu_startup_file FILE;
+extern FILE *stdin;
 extern FILE *stdout;
 extern FILE *stderr;
 
+#define EOF (-1)
+#define SEEK_SET 0
+#define SEEK_CUR 1
+#define SEEK_END 2
+/* The most files a run may have open at once (the host's cap); one more `fopen` fails with `EMFILE`. */
+#define FOPEN_MAX 256
+/* The longest path, its NUL included; a longer one fails with `ENAMETOOLONG`. */
+#define FILENAME_MAX 4096
+
 /* Writes the string and a newline to stdout, as one line never interleaved with another thread's output; 0. */
 int puts(const char *text);
-/* Writes the string to `stream` as one piece; 0, or -1 when `stream` is neither stdout nor stderr. */
+/* Writes the string to `stream` as one piece; 0, or EOF on an error. */
 int fputs(const char *text, FILE *stream);
-/* Writes `size * count` bytes to `stream` as one piece; `count`, or 0 when `stream` is unknown. */
+/* Writes `size * count` bytes to `stream` as one piece; `count`, or 0 on an error. */
 size_t fwrite(const void *data, size_t size, size_t count, FILE *stream);
+/* Writes one character; the character (as unsigned char), or EOF on an error. */
+int fputc(int character, FILE *stream);
+int putc(int character, FILE *stream);
+int putchar(int character);
+
+/* Opens a file on the host. Paths are the loader's: a relative path is resolved from the loader's working directory.
+   Modes: "r", "w", "a", each with "+", and "b" (no effect) and C11's "x" (with "w": fail if the file exists). Returns
+   NULL with `errno` set: ENOENT (missing), EISDIR (a directory), EACCES, EEXIST, ENXIO (a FIFO or socket: refused),
+   EINVAL (a mode C does not define), EMFILE (FOPEN_MAX files open), ENAMETOOLONG, ... */
+FILE *fopen(const char *path, const char *mode);
+/* Closes the stream after the host wrote out what it holds; 0, or EOF with `errno` set by a write that failed (the
+   stream is closed either way). Closing stdin, stdout or stderr does nothing and returns 0. */
+int fclose(FILE *stream);
+/* Reads `count` items of `size` bytes; the number of whole items read (fewer at the end of the stream, `feof`, or on
+   an error, `ferror`). A read of stdin waits until the loader's stdin has the bytes. */
+size_t fread(void *data, size_t size, size_t count, FILE *stream);
+/* Reads one line, up to and including its '\n', at most `size - 1` bytes, and a NUL; `buffer`, or NULL at the end of
+   the stream before any byte or on an error. Threads reading lines of one stream at once each get whole lines, each
+   line once (which thread gets which is not defined). */
+char *fgets(char *buffer, int size, FILE *stream);
+/* The next byte (as unsigned char), or EOF at the end of the stream or on an error. */
+int fgetc(FILE *stream);
+int getc(FILE *stream);
+int getchar(void);
+/* Has the host write out what it holds for the stream (for every open file when NULL); 0, or EOF with `errno` set. */
+int fflush(FILE *stream);
+/* Non-zero once a read met the end of the stream / once a call on it failed, until `clearerr` (`fseek` and `rewind`
+   clear the first, `rewind` both). */
+int feof(FILE *stream);
+int ferror(FILE *stream);
+void clearerr(FILE *stream);
+/* Moves a file's position (`whence` SEEK_SET, SEEK_CUR or SEEK_END); 0, or -1 with `errno` set (ESPIPE for stdin,
+   stdout and stderr). */
+int fseek(FILE *stream, long offset, int whence);
+/* A file's position, or -1 with `errno` set. */
+long ftell(FILE *stream);
+/* Back to the start; both indicators cleared. */
+void rewind(FILE *stream);
+/* Removes a file or an empty directory; 0, or -1 with `errno` set. */
+int remove(const char *path);
+/* Renames a file (replacing `to` if it is a file); 0, or -1 with `errno` set. */
+int rename(const char *from, const char *to);
+
+/* The value of `name` in the program's environment (the loader's, as `envp`), or NULL. */
+char *getenv(const char *name);
+
+/* `errno`: each thread has its own (0 when its kernel starts), set by a function that fails and never cleared by one
+   that succeeds. The numbers are Linux's, the host's: the host's error comes through unchanged. */
+int *__errno_location(void);
+#define errno (*__errno_location())
+#define EPERM 1
+#define ENOENT 2
+#define EINTR 4
+#define EIO 5
+#define ENXIO 6
+#define EBADF 9
+#define EAGAIN 11
+#define ENOMEM 12
+#define EACCES 13
+#define EBUSY 16
+#define EEXIST 17
+#define EXDEV 18
+#define ENODEV 19
+#define ENOTDIR 20
+#define EISDIR 21
+#define EINVAL 22
+#define ENFILE 23
+#define EMFILE 24
+#define EFBIG 27
+#define ENOSPC 28
+#define ESPIPE 29
+#define EROFS 30
+#define EPIPE 32
+#define ERANGE 34
+#define ENAMETOOLONG 36
+#define ENOSYS 38
+#define ENOTEMPTY 39
+#define ELOOP 40
+#define EOVERFLOW 75
+/* Writes `prefix: ` (unless `prefix` is NULL or empty), the message of `errno` and a newline on stderr, as one line. */
+void perror(const char *prefix);
+/* The message of an error number, as glibc words it ("Unknown error" for a number not listed above); constant. */
+char *strerror(int number);
 
 /* C99's formatted output, formatted on the device (docs/c-programs.md lists what is supported): conversions
    d i u o x X b B c s p f F e E g G a A %, flags - + space # 0 ', widths and precisions (also `*`), length modifiers
    hh h l ll j z t L (`long double` is `double` on the GPU). Each call's output reaches the host as one piece, never
    interleaved with another thread's. The functions return the number of bytes written (snprintf: the length the
-   whole text has), or -1: for a stream other than stdout/stderr, `%n` (refused; nothing is written through its
-   pointer), a positional argument (`%1$d`), a format that ends inside a conversion, or output over INT_MAX bytes;
-   what came before the failing conversion is written. An unknown conversion is written as it stands. */
+   whole text has), or -1: for a stream that cannot be written (`errno` EBADF) or a file the host could not write,
+   `%n` (refused; nothing is written through its pointer), a positional argument (`%1$d`), a format that ends inside
+   a conversion, or output over INT_MAX bytes; what came before the failing conversion is written. An unknown
+   conversion is written as it stands. */
 __attribute__((__format__(__printf__, 1, 2))) int printf(const char *format, ...);
 __attribute__((__format__(__printf__, 2, 3))) int fprintf(FILE *stream, const char *format, ...);
 __attribute__((__format__(__printf__, 3, 4))) int snprintf(char *buffer, size_t size, const char *format, ...);

@@ -154,6 +154,13 @@ impl LaunchParams {
     pub fn blocks_in_grid(&self) -> u64 {
         self.blocks.iter().map(|&n| u64::from(n)).product()
     }
+
+    /// The linear index, x fastest, of the thread at `thread` within its block.
+    pub fn linear_thread_in_block(&self, thread: [u32; 3]) -> u32 {
+        let [tx, ty, tz] = thread;
+        let [nx, ny, _] = self.threads;
+        tx + nx * (ty + ny * tz)
+    }
 }
 
 /// Bytes of block memory before the lane groups' part ([`block_memory_bytes`]).
@@ -162,11 +169,21 @@ pub const BLOCK_MEMORY_HEADER: u32 = 16;
 /// Bytes of block memory per lane group ([`block_memory_bytes`]).
 pub const BLOCK_MEMORY_PER_GROUP: u32 = 16;
 
+/// Bytes of block memory per thread of a block, after the lane groups' part ([`block_memory_bytes`]): the thread's
+/// C `errno` ([`crate::errno`]).
+pub const BLOCK_MEMORY_PER_THREAD: u32 = 4;
+
 /// Bytes of launch-sized block memory ("dynamic shared memory", 8-byte aligned) the loader requests with every launch
 /// of the three kernels, for `params` on a target with `lane_size` lanes per warp or wavefront: 16 bytes where the RPC
 /// client keeps a copy of its setup, then 16 bytes per lane group of a block, where it keeps the group's port and that
-/// port's lock (`docs/rpc.md`). The startup reaches it through [`Gpu::block_memory`](crate::Gpu::block_memory).
+/// port's lock (`docs/rpc.md`), then 4 bytes per thread of the block, its `errno`. The startup reaches it through
+/// [`Gpu::block_memory`](crate::Gpu::block_memory).
 pub fn block_memory_bytes(params: &LaunchParams, lane_size: u32) -> u32 {
+    block_memory_thread_part(params, lane_size) + params.threads_per_block() * BLOCK_MEMORY_PER_THREAD
+}
+
+/// Where the per-thread part of block memory starts: after the RPC client's header and lane groups.
+pub fn block_memory_thread_part(params: &LaunchParams, lane_size: u32) -> u32 {
     BLOCK_MEMORY_HEADER + params.lane_groups_per_block(lane_size) * BLOCK_MEMORY_PER_GROUP
 }
 
@@ -208,12 +225,22 @@ mod tests {
     }
 
     #[test]
-    fn block_memory_holds_a_word_per_lane_group() {
+    fn block_memory_holds_a_lock_per_lane_group_and_a_word_per_thread() {
         let block = |x, y| LaunchParams { threads: [x, y, 1], blocks: [3, 1, 1] };
-        assert_eq!(block_memory_bytes(&block(1, 1), 32), 16 + 16);
-        assert_eq!(block_memory_bytes(&block(32, 1), 32), 16 + 16);
-        assert_eq!(block_memory_bytes(&block(33, 1), 32), 16 + 32);
-        assert_eq!(block_memory_bytes(&block(16, 64), 32), 16 + 512);
-        assert_eq!(block_memory_bytes(&block(1024, 1), 64), 16 + 256);
+        assert_eq!(block_memory_bytes(&block(1, 1), 32), 16 + 16 + 4);
+        assert_eq!(block_memory_bytes(&block(32, 1), 32), 16 + 16 + 128);
+        assert_eq!(block_memory_bytes(&block(33, 1), 32), 16 + 32 + 132);
+        assert_eq!(block_memory_bytes(&block(16, 64), 32), 16 + 512 + 4096);
+        assert_eq!(block_memory_bytes(&block(1024, 1), 64), 16 + 256 + 4096);
+        assert_eq!(block_memory_thread_part(&block(16, 64), 32), 16 + 512);
+    }
+
+    #[test]
+    fn threads_are_numbered_x_fastest_within_their_block() {
+        let params = LaunchParams { threads: [4, 3, 2], blocks: [5, 1, 1] };
+        assert_eq!(params.linear_thread_in_block([0, 0, 0]), 0);
+        assert_eq!(params.linear_thread_in_block([3, 0, 0]), 3);
+        assert_eq!(params.linear_thread_in_block([0, 1, 0]), 4);
+        assert_eq!(params.linear_thread_in_block([3, 2, 1]), 23);
     }
 }

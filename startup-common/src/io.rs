@@ -1,4 +1,5 @@
-//! Output from GPU threads: `print!` and friends over `core::fmt`, and the writes behind C's `puts`/`fputs`/`fwrite`.
+//! Output from GPU threads: `print!` and friends over `core::fmt`, and the writes behind C's `puts`/`fputs`/`fwrite`,
+//! to stdout, stderr or a file the host opened ([`crate::files`]).
 //!
 //! Each thread formats into a bounded buffer on its own stack ([`PRINT_BUFFER`] bytes). A full buffer goes to the
 //! host as a chunk marked "more follows"; the host holds chunks per writing thread and stream and writes the message
@@ -6,9 +7,11 @@
 //! thread's, and long output streams through a small buffer. Every chunk is acknowledged before the thread goes on,
 //! so one thread's messages (and chunks) reach the host in the order it wrote them.
 
+use core::ffi::c_int;
 use core::fmt;
 use core::mem::MaybeUninit;
 
+use crate::errno;
 use crate::gpu::Gpu;
 use crate::rpc::{Client, WriteHead, opcode};
 
@@ -16,7 +19,7 @@ use crate::rpc::{Client, WriteHead, opcode};
 pub const PRINT_BUFFER: usize = 256;
 
 /// The two output streams.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u32)]
 pub enum Stream {
     Stdout = 1,
@@ -34,22 +37,11 @@ impl Stream {
     }
 }
 
-/// What C's `FILE *stdout` and `FILE *stderr` point at: the address identifies the stream.
-#[repr(C)]
-pub struct File {
-    stream: Stream,
-}
-
-/// C's `*stdout`.
-pub static STDOUT: File = File { stream: Stream::Stdout };
-/// C's `*stderr`.
-pub static STDERR: File = File { stream: Stream::Stderr };
-
-impl File {
-    /// The stream `file` names, if it is [`STDOUT`] or [`STDERR`] (compared by address; nothing is read).
-    pub fn stream(file: *mut File) -> Option<Stream> {
-        [&STDOUT, &STDERR].into_iter().find(|known| core::ptr::eq(*known, file.cast_const())).map(|known| known.stream)
-    }
+/// Where output goes: one of the program's two streams, or a file the host opened (its handle).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Destination {
+    Stream(Stream),
+    File(u64),
 }
 
 /// The bytes of a C string, without its NUL. Counts them itself rather than through `CStr::from_ptr`, which calls
@@ -69,23 +61,36 @@ pub unsafe fn c_string_bytes<'a>(text: *const core::ffi::c_char) -> &'a [u8] {
 
 /// Writes `bytes` to `stream` as one message.
 pub fn write<G: Gpu>(client: &Client<G>, stream: Stream, bytes: &[u8]) {
-    send_chunk(client, head::<G>(stream, 0), bytes);
+    // Output to a stream cannot fail on the device's side.
+    let _ = write_to(client, Destination::Stream(stream), bytes);
+}
+
+/// Writes `bytes` to `destination` as one message; the error number the host returned for a file.
+pub fn write_to<G: Gpu>(client: &Client<G>, destination: Destination, bytes: &[u8]) -> Result<(), c_int> {
+    send_chunk(client, destination, head::<G>(destination, 0), bytes)
 }
 
 /// Writes `bytes` and a newline to `stream` as one line.
 pub fn write_line<G: Gpu>(client: &Client<G>, stream: Stream, bytes: &[u8]) {
-    send_chunk(client, head::<G>(stream, WriteHead::NEWLINE), bytes);
+    let destination = Destination::Stream(stream);
+    let _ = send_chunk(client, destination, head::<G>(destination, WriteHead::NEWLINE), bytes);
 }
 
 /// Formats `args` and writes the result to `stream` as one message, streamed in chunks of [`PRINT_BUFFER`] bytes.
 pub fn print<G: Gpu>(client: &Client<G>, stream: Stream, args: fmt::Arguments<'_>) {
+    let _ = print_to(client, Destination::Stream(stream), args);
+}
+
+/// Formats `args` and writes the result to `destination` as one message, streamed in chunks of [`PRINT_BUFFER`]
+/// bytes; the error number the host returned for a file. A formatting error (from a user's `Display`) still sends
+/// what was formatted before it, and is not an error here.
+pub fn print_to<G: Gpu>(client: &Client<G>, destination: Destination, args: fmt::Arguments<'_>) -> Result<(), c_int> {
     if let Some(text) = args.as_str() {
-        return write(client, stream, text.as_bytes());
+        return write_to(client, destination, text.as_bytes());
     }
-    let mut chunks = Chunks::new(client, stream);
-    // A formatting error (from a user's `Display`) still sends what was formatted so far.
+    let mut chunks = Chunks::new(client, destination);
     let _ = fmt::Write::write_fmt(&mut chunks, args);
-    chunks.finish();
+    chunks.finish()
 }
 
 /// The target of the `print!` macros; on a GPU it calls the program's runtime through the hook `target_runtime!`
@@ -115,9 +120,14 @@ pub fn _print(stream: Stream, args: fmt::Arguments<'_>) {
     }
 }
 
-/// The write head for the calling thread: the stream, `flags`, and the thread's key.
-fn head<G: Gpu>(stream: Stream, flags: u8) -> WriteHead {
-    let head = WriteHead::for_thread(stream as u32 as u8, flags, G::thread_ids());
+/// The write head for the calling thread: the stream (0 for a file, whose handle travels apart), `flags`, and the
+/// thread's key.
+fn head<G: Gpu>(destination: Destination, flags: u8) -> WriteHead {
+    let stream = match destination {
+        Destination::Stream(stream) => stream as u32 as u8,
+        Destination::File(_) => 0,
+    };
+    let head = WriteHead::for_thread(stream, flags, G::thread_ids());
     // On the host every thread of a test has the same coordinates: tell OS threads apart instead.
     #[cfg(all(not(any(target_arch = "nvptx64", target_arch = "amdgpu")), any(test, feature = "host")))]
     let head = WriteHead { group: head.group ^ host_thread_number(), ..head };
@@ -134,32 +144,80 @@ fn host_thread_number() -> u64 {
     NUMBER.with(|number| *number)
 }
 
-/// Sends one chunk and waits for the host to take it, so chunks and messages keep the thread's order.
-fn send_chunk<G: Gpu>(client: &Client<G>, head: WriteHead, bytes: &[u8]) {
+/// Sends one chunk and waits for the host to take it, so chunks and messages keep the thread's order. Output to a
+/// stream before the channel is set up is dropped; to a file it is [`errno::ENOSYS`].
+fn send_chunk<G: Gpu>(
+    client: &Client<G>,
+    destination: Destination,
+    head: WriteHead,
+    bytes: &[u8],
+) -> Result<(), c_int> {
     if !client.is_ready() {
-        return;
+        return match destination {
+            Destination::Stream(_) => Ok(()),
+            Destination::File(_) => Err(errno::ENOSYS),
+        };
     }
-    let mut port = client.open(opcode::WRITE);
-    port.send_n_with(head.encode(), bytes);
-    port.recv(|_| {});
-    port.close();
+    let mut error = 0;
+    match destination {
+        Destination::Stream(_) => {
+            let mut port = client.open(opcode::WRITE);
+            port.send_n_with(head.encode(), bytes);
+            port.recv(|_| {});
+            port.close();
+        }
+        Destination::File(handle) => {
+            let [word0, word1] = head.encode();
+            let mut port = client.open(opcode::FILE_WRITE);
+            port.send_n_with([handle, word0, word1], bytes);
+            port.recv(|packet| error = packet.get(0));
+            port.close();
+        }
+    }
+    if error == 0 { Ok(()) } else { Err(error as c_int) }
 }
 
 /// A thread's buffer for one message: full buffers go out as chunks marked [`WriteHead::MORE`], [`Chunks::finish`]
-/// sends the last one. `print!` and C's `printf` write through it.
+/// sends the last one. `print!` and C's `printf` write through it. After a chunk the host refused (a file's error)
+/// nothing more is sent.
 pub(crate) struct Chunks<'a, G: Gpu> {
     client: &'a Client<G>,
+    destination: Destination,
     head: WriteHead,
     /// Uninitialised past `len`: zeroing it would cost 256 byte stores on every message.
     buffer: [MaybeUninit<u8>; PRINT_BUFFER],
     len: usize,
     /// Whether a chunk has gone out: an empty message is sent only to end one that has.
     sent: bool,
+    /// The error number of the first chunk the host refused.
+    error: Option<c_int>,
 }
 
 impl<'a, G: Gpu> Chunks<'a, G> {
-    pub(crate) fn new(client: &'a Client<G>, stream: Stream) -> Self {
-        Self { client, head: head::<G>(stream, 0), buffer: [MaybeUninit::uninit(); PRINT_BUFFER], len: 0, sent: false }
+    pub(crate) fn new(client: &'a Client<G>, destination: Destination) -> Self {
+        Self {
+            client,
+            destination,
+            head: head::<G>(destination, 0),
+            buffer: [MaybeUninit::uninit(); PRINT_BUFFER],
+            len: 0,
+            sent: false,
+            error: None,
+        }
+    }
+
+    /// Sends `bytes` as a chunk marked "more follows", unless the host refused an earlier one (`error`).
+    fn send_more(
+        client: &Client<G>,
+        destination: Destination,
+        head: WriteHead,
+        error: &mut Option<c_int>,
+        bytes: &[u8],
+    ) {
+        if error.is_none() {
+            let head = WriteHead { flags: head.flags | WriteHead::MORE, ..head };
+            *error = send_chunk(client, destination, head, bytes).err();
+        }
     }
 
     /// The bytes gathered so far.
@@ -171,11 +229,9 @@ impl<'a, G: Gpu> Chunks<'a, G> {
     /// Sends the buffer once it is full.
     fn send_if_full(&mut self) {
         if self.len == PRINT_BUFFER {
-            send_chunk(
-                self.client,
-                WriteHead { flags: self.head.flags | WriteHead::MORE, ..self.head },
-                self.gathered(),
-            );
+            // SAFETY: the buffer is full: all its bytes have been written (`push`, `fill`).
+            let bytes = unsafe { self.buffer.assume_init_ref() };
+            Self::send_more(self.client, self.destination, self.head, &mut self.error, bytes);
             self.sent = true;
             self.len = 0;
         }
@@ -186,7 +242,7 @@ impl<'a, G: Gpu> Chunks<'a, G> {
         while !bytes.is_empty() {
             if self.len == 0 && bytes.len() >= PRINT_BUFFER {
                 // A long piece goes out directly, without a copy.
-                send_chunk(self.client, WriteHead { flags: self.head.flags | WriteHead::MORE, ..self.head }, bytes);
+                Self::send_more(self.client, self.destination, self.head, &mut self.error, bytes);
                 self.sent = true;
                 return;
             }
@@ -209,11 +265,16 @@ impl<'a, G: Gpu> Chunks<'a, G> {
         }
     }
 
-    /// Sends the last chunk, which completes the message on the host.
-    pub(crate) fn finish(self) {
-        if self.len > 0 || self.sent {
-            send_chunk(self.client, self.head, self.gathered());
+    /// Sends the last chunk, which completes the message on the host; the error number of the first chunk the host
+    /// refused.
+    pub(crate) fn finish(self) -> Result<(), c_int> {
+        if let Some(error) = self.error {
+            return Err(error);
         }
+        if self.len > 0 || self.sent {
+            send_chunk(self.client, self.destination, self.head, self.gathered())?;
+        }
+        Ok(())
     }
 }
 

@@ -20,12 +20,15 @@ pub mod abi;
 pub mod allocator;
 pub mod atexit;
 pub mod ctor;
+pub mod errno;
+pub mod files;
 pub mod gpu;
 pub mod heap;
 pub mod io;
 pub mod printf;
 pub mod rpc;
 pub mod startup;
+pub mod stdio;
 pub mod test_table;
 
 pub use abi::{FiniCallback, InitCallback, MainFn};
@@ -33,11 +36,12 @@ pub use gpu::{Gpu, ThreadIds};
 pub use startup::{CallbackArrays, Runtime};
 
 /// Defines, in a target crate, the program's one [`Runtime`] and the C-linkage functions every program gets:
-/// `exit`, `abort`, `atexit`, `puts`, `fputs`/`fwrite` on `stdout` and `stderr`, the `printf` family ([`printf`]),
-/// the hook behind [`print!`], `malloc`, `free`, `calloc`, `realloc`, `aligned_alloc`, `posix_memalign` on the device
-/// heap, and a weak `main` for images that define none (test binaries). With the target crate's `panic-handler`
-/// feature, also the panic handler; with its `global-allocator` feature, Rust's global allocator on the same heap.
-/// The target crate enables `c_variadic` and `linkage`.
+/// `exit`, `abort`, `atexit`, `puts`, C's streams (`stdin`, `stdout`, `stderr`, `fopen` and the functions on a
+/// `FILE *`, [`stdio`]), `remove`, `rename`, `getenv`, `errno` with `perror` and `strerror` ([`errno`]), the `printf`
+/// family ([`printf`]), the hook behind [`print!`], `malloc`, `free`, `calloc`, `realloc`, `aligned_alloc`,
+/// `posix_memalign` on the device heap, and a weak `main` for images that define none (test binaries). With the
+/// target crate's `panic-handler` feature, also the panic handler; with its `global-allocator` feature, Rust's global
+/// allocator on the same heap. The target crate enables `c_variadic` and `linkage`.
 ///
 /// The target crate names its [`Gpu`] type; its kernels then call `RUNTIME.begin`, `RUNTIME.start` and
 /// `RUNTIME.end`.
@@ -80,49 +84,227 @@ macro_rules! target_runtime {
             0
         }
 
-        /// The stream `stdout` names in C: its address identifies it.
+        /// The stream `stdin` names in C: its address identifies it.
         #[unsafe(no_mangle)]
-        pub static mut stdout: *mut $crate::io::File = &$crate::io::STDOUT as *const _ as *mut _;
+        pub static mut stdin: *mut $crate::stdio::File = &$crate::stdio::STDIN as *const _ as *mut _;
+        /// The stream `stdout` names in C.
+        #[unsafe(no_mangle)]
+        pub static mut stdout: *mut $crate::stdio::File = &$crate::stdio::STDOUT as *const _ as *mut _;
         /// The stream `stderr` names in C.
         #[unsafe(no_mangle)]
-        pub static mut stderr: *mut $crate::io::File = &$crate::io::STDERR as *const _ as *mut _;
+        pub static mut stderr: *mut $crate::stdio::File = &$crate::stdio::STDERR as *const _ as *mut _;
 
-        /// C's `fputs` on `stdout` or `stderr`: the string is written whole, never interleaved with another thread's.
+        /// C's `fputs`: the string as one piece, never interleaved with another thread's.
         ///
         /// # Safety
-        /// `text` must point to a NUL-terminated string and `stream` be `stdout` or `stderr`.
+        /// `text` must point to a NUL-terminated string.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn fputs(
             text: *const ::core::ffi::c_char,
-            stream: *mut $crate::io::File,
+            stream: *mut $crate::stdio::File,
         ) -> ::core::ffi::c_int {
             // SAFETY: the caller passes a C string, as `fputs` requires.
-            let text = unsafe { $crate::io::c_string_bytes(text) };
-            match $crate::io::File::stream(stream) {
-                Some(stream) => {
-                    $crate::io::write(RUNTIME.client(), stream, text);
-                    0
-                }
-                None => -1,
-            }
+            unsafe { $crate::stdio::functions::fputs(&RUNTIME, text, stream) }
         }
 
-        /// C's `fwrite` on `stdout` or `stderr`; returns `count` on success, 0 for an unknown stream.
+        /// C's `fwrite`: `size * count` bytes as one piece; `count`, or 0 on an error.
         ///
         /// # Safety
-        /// `data` must point to `size * count` readable bytes and `stream` be `stdout` or `stderr`.
+        /// `data` must point to `size * count` readable bytes.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn fwrite(
             data: *const ::core::ffi::c_void,
             size: usize,
             count: usize,
-            stream: *mut $crate::io::File,
+            stream: *mut $crate::stdio::File,
         ) -> usize {
-            let Some(stream) = $crate::io::File::stream(stream) else { return 0 };
             // SAFETY: the caller guarantees `size * count` readable bytes at `data`.
-            let bytes = unsafe { ::core::slice::from_raw_parts(data.cast::<u8>(), size.saturating_mul(count)) };
-            $crate::io::write(RUNTIME.client(), stream, bytes);
-            count
+            unsafe { $crate::stdio::functions::fwrite(&RUNTIME, data, size, count, stream) }
+        }
+
+        /// C's `fread`: the number of whole items read.
+        ///
+        /// # Safety
+        /// `data` must have room for `size * count` bytes.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn fread(
+            data: *mut ::core::ffi::c_void,
+            size: usize,
+            count: usize,
+            stream: *mut $crate::stdio::File,
+        ) -> usize {
+            // SAFETY: the caller guarantees room for `size * count` bytes at `data`.
+            unsafe { $crate::stdio::functions::fread(&RUNTIME, data, size, count, stream) }
+        }
+
+        /// C's `fopen`: the stream, or null with `errno` set.
+        ///
+        /// # Safety
+        /// `path` and `mode` must point to NUL-terminated strings.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn fopen(
+            path: *const ::core::ffi::c_char,
+            mode: *const ::core::ffi::c_char,
+        ) -> *mut $crate::stdio::File {
+            // SAFETY: the caller passes C strings.
+            unsafe { $crate::stdio::functions::fopen(&RUNTIME, path, mode) }
+        }
+
+        /// C's `fclose`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn fclose(stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
+            $crate::stdio::functions::fclose(&RUNTIME, stream)
+        }
+
+        /// C's `fgets`: one line, at most `size - 1` bytes, and a NUL.
+        ///
+        /// # Safety
+        /// `buffer` must have room for `size` bytes.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn fgets(
+            buffer: *mut ::core::ffi::c_char,
+            size: ::core::ffi::c_int,
+            stream: *mut $crate::stdio::File,
+        ) -> *mut ::core::ffi::c_char {
+            // SAFETY: the caller guarantees room for `size` bytes.
+            unsafe { $crate::stdio::functions::fgets(&RUNTIME, buffer, size, stream) }
+        }
+
+        /// C's `fputc`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn fputc(character: ::core::ffi::c_int, stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
+            $crate::stdio::functions::fputc(&RUNTIME, character, stream)
+        }
+
+        /// C's `putc`, as `fputc`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn putc(character: ::core::ffi::c_int, stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
+            $crate::stdio::functions::fputc(&RUNTIME, character, stream)
+        }
+
+        /// C's `putchar`, as `fputc` on stdout.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn putchar(character: ::core::ffi::c_int) -> ::core::ffi::c_int {
+            $crate::stdio::functions::fputc(&RUNTIME, character, &$crate::stdio::STDOUT as *const _ as *mut _)
+        }
+
+        /// C's `fgetc`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn fgetc(stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
+            $crate::stdio::functions::fgetc(&RUNTIME, stream)
+        }
+
+        /// C's `getc`, as `fgetc`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn getc(stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
+            $crate::stdio::functions::fgetc(&RUNTIME, stream)
+        }
+
+        /// C's `getchar`, as `fgetc` on stdin.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn getchar() -> ::core::ffi::c_int {
+            $crate::stdio::functions::fgetc(&RUNTIME, &$crate::stdio::STDIN as *const _ as *mut _)
+        }
+
+        /// C's `fflush` (every open file for null).
+        #[unsafe(no_mangle)]
+        pub extern "C" fn fflush(stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
+            $crate::stdio::functions::fflush(&RUNTIME, stream)
+        }
+
+        /// C's `feof`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn feof(stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
+            $crate::stdio::functions::feof::<$gpu>(stream)
+        }
+
+        /// C's `ferror`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn ferror(stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
+            $crate::stdio::functions::ferror::<$gpu>(stream)
+        }
+
+        /// C's `clearerr`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn clearerr(stream: *mut $crate::stdio::File) {
+            $crate::stdio::functions::clearerr::<$gpu>(stream)
+        }
+
+        /// C's `fseek`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn fseek(
+            stream: *mut $crate::stdio::File,
+            offset: ::core::ffi::c_long,
+            whence: ::core::ffi::c_int,
+        ) -> ::core::ffi::c_int {
+            $crate::stdio::functions::fseek(&RUNTIME, stream, offset, whence)
+        }
+
+        /// C's `ftell`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn ftell(stream: *mut $crate::stdio::File) -> ::core::ffi::c_long {
+            $crate::stdio::functions::ftell(&RUNTIME, stream)
+        }
+
+        /// C's `rewind`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn rewind(stream: *mut $crate::stdio::File) {
+            $crate::stdio::functions::rewind(&RUNTIME, stream)
+        }
+
+        /// C's `remove`: a file or an empty directory.
+        ///
+        /// # Safety
+        /// `path` must point to a NUL-terminated string.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn remove(path: *const ::core::ffi::c_char) -> ::core::ffi::c_int {
+            // SAFETY: the caller passes a C string.
+            unsafe { $crate::stdio::functions::remove(&RUNTIME, path) }
+        }
+
+        /// C's `rename`.
+        ///
+        /// # Safety
+        /// `from` and `to` must point to NUL-terminated strings.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn rename(
+            from: *const ::core::ffi::c_char,
+            to: *const ::core::ffi::c_char,
+        ) -> ::core::ffi::c_int {
+            // SAFETY: the caller passes C strings.
+            unsafe { $crate::stdio::functions::rename(&RUNTIME, from, to) }
+        }
+
+        /// C's `getenv`, from the program's environment.
+        ///
+        /// # Safety
+        /// `name` must point to a NUL-terminated string.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn getenv(name: *const ::core::ffi::c_char) -> *mut ::core::ffi::c_char {
+            // SAFETY: the caller passes a C string.
+            unsafe { $crate::stdio::functions::getenv(&RUNTIME, name) }
+        }
+
+        /// C's `perror`.
+        ///
+        /// # Safety
+        /// `prefix` must be null or point to a NUL-terminated string.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn perror(prefix: *const ::core::ffi::c_char) {
+            // SAFETY: the caller passes null or a C string.
+            unsafe { $crate::stdio::functions::perror(&RUNTIME, prefix) }
+        }
+
+        /// C's `strerror`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn strerror(number: ::core::ffi::c_int) -> *mut ::core::ffi::c_char {
+            $crate::stdio::functions::strerror(number)
+        }
+
+        /// Where the calling thread's `errno` lives: C's `errno` is `(*__errno_location())`, as in glibc.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn __errno_location() -> *mut ::core::ffi::c_int {
+            $crate::errno::location::<$gpu>()
         }
 
         /// C's `printf`: formats on the device and writes the text to stdout as one piece; the byte count, or -1.
@@ -154,7 +336,7 @@ macro_rules! target_runtime {
         /// As `printf`.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn fprintf(
-            stream: *mut $crate::io::File,
+            stream: *mut $crate::stdio::File,
             format: *const ::core::ffi::c_char,
             args: ...
         ) -> ::core::ffi::c_int {
@@ -168,7 +350,7 @@ macro_rules! target_runtime {
         /// As `printf`, with the arguments in `args`.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn vfprintf(
-            stream: *mut $crate::io::File,
+            stream: *mut $crate::stdio::File,
             format: *const ::core::ffi::c_char,
             args: ::core::ffi::VaList<'_>,
         ) -> ::core::ffi::c_int {

@@ -107,6 +107,9 @@ impl<G: Gpu> Runtime<G> {
         unsafe {
             self.heap.reset(args.heap, args.heap_size)
         };
+        crate::errno::clear::<G>();
+        // The host closed the last run's files when it ended.
+        crate::stdio::reset();
         self.control.store(args.control, Ordering::Relaxed);
         // Relaxed: the kernel boundary orders these before any other kernel reads them, and constructors run on this
         // thread.
@@ -145,6 +148,7 @@ impl<G: Gpu> Runtime<G> {
     pub unsafe fn start(&self, args: &StartArgs, main: MainFn) {
         // SAFETY: the start of the kernel, on every thread of every block: all of them take this path.
         unsafe { self.client.prepare_block() };
+        crate::errno::clear::<G>();
         // A constructor called `exit` or panicked: the program is over, and `main` must not run. (The loader queued
         // this kernel before it could know.)
         if self.exiting.load(Ordering::Relaxed) || !self.constructed.load(Ordering::Relaxed) {
@@ -173,6 +177,7 @@ impl<G: Gpu> Runtime<G> {
     pub unsafe fn end(&self, args: &EndArgs) -> ! {
         // SAFETY: the start of the kernel, on every thread of the block (the only one).
         unsafe { self.client.prepare_block() };
+        crate::errno::clear::<G>();
         self.report_progress(progress::END_STARTED);
         let panicked = self.panicked.load(Ordering::Relaxed);
         if panicked > 0 {

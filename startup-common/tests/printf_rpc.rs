@@ -8,7 +8,7 @@ use std::ffi::c_void;
 
 use common::{TestServer, client, region, run_clients, scaled};
 use startup_common::gpu::HostThread;
-use startup_common::io::{PRINT_BUFFER, Stream};
+use startup_common::io::{Destination, PRINT_BUFFER, Stream};
 use startup_common::printf::{Arguments, Error, stdio};
 
 /// `int` arguments, then one string.
@@ -50,7 +50,7 @@ fn lines_of_every_length_arrive_whole_and_in_order() {
             let args = [t as u32, l as u32, width(t, l), 7, width(l, t), 0];
             let mut args = Ints(&args, word.as_ptr().cast());
             // SAFETY: the arguments match the format; the string is NUL-terminated.
-            let written = unsafe { stdio::print(&client, Stream::Stdout, format, &mut args) };
+            let written = unsafe { stdio::print(&client, Destination::Stream(Stream::Stdout), format, &mut args) };
             assert!(matches!(written, Ok(n) if n >= 14), "{written:?}");
         }
     });
@@ -79,10 +79,11 @@ fn a_failed_conversion_still_sends_what_came_before_it() {
     run_clients(&mut server, 1, |_| {
         let mut args = Ints(&[], std::ptr::null());
         // SAFETY: `%n` reads a pointer, which `Ints` gives (null); it is refused before anything is written through it.
-        let written = unsafe { stdio::print(&client, Stream::Stderr, b"before %n after", &mut args) };
+        let written =
+            unsafe { stdio::print(&client, Destination::Stream(Stream::Stderr), b"before %n after", &mut args) };
         assert_eq!(written, Err(Error::WriteCount));
         // SAFETY: no conversions.
-        let written = unsafe { stdio::print(&client, Stream::Stderr, b"", &mut args) };
+        let written = unsafe { stdio::print(&client, Destination::Stream(Stream::Stderr), b"", &mut args) };
         assert_eq!(written, Ok(0));
     });
     // The empty call sent nothing at all.

@@ -164,10 +164,12 @@ fn abort_is_reported() {
 
 #[test]
 fn c_streams_are_told_apart_by_address() {
-    use startup_common::io::{File, STDERR, STDOUT};
-    assert_eq!(File::stream(&STDOUT as *const File as *mut File), Some(Stream::Stdout));
-    assert_eq!(File::stream(&STDERR as *const File as *mut File), Some(Stream::Stderr));
-    assert_eq!(File::stream(std::ptr::null_mut()), None);
+    use startup_common::stdio::{File, STDERR, STDIN, STDOUT, Target};
+    let target = |file: &File| File::target_of(file as *const File as *mut File).map(|(_, target)| target);
+    assert_eq!(target(&STDOUT), Ok(Target::Output(Stream::Stdout)));
+    assert_eq!(target(&STDERR), Ok(Target::Output(Stream::Stderr)));
+    assert_eq!(target(&STDIN), Ok(Target::Stdin));
+    assert_eq!(File::target_of(std::ptr::null_mut()).map(|(_, target)| target), Err(startup_common::errno::EBADF));
 }
 
 #[test]

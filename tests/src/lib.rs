@@ -87,6 +87,8 @@ pub struct Expectation {
     /// `false`: the case needs no GPU (a test binary's `--list`), so it runs on every machine.
     #[serde(default = "yes")]
     pub needs_gpu: bool,
+    /// What the loader reads on its stdin (without it, stdin is empty: `/dev/null`).
+    pub stdin: Option<String>,
 }
 
 fn yes() -> bool {
@@ -317,12 +319,17 @@ impl Loaders {
     }
 }
 
-/// Runs a case with the loader it asks for, with a hard limit so a hanging loader cannot stall the suite.
+/// Runs a case with the loader it asks for, with a hard limit so a hanging loader cannot stall the suite. The loader
+/// runs in a new, empty working directory of the case's own (removed afterwards), where the program may create files.
 pub fn run_case(loaders: &Loaders, case: &Case) -> Result<Outcome> {
     let started = Instant::now();
     let loader = loaders.for_case(&case.expectation);
+    let work_dir = WorkDir::new(&case.name)?;
+    let image = std::path::absolute(&case.image).with_context(|| format!("no path to {}", case.image.display()))?;
+    // A path with a folder in it would be taken from the new working directory; a bare name is looked up in PATH.
+    let loader = if loader.components().count() > 1 { std::path::absolute(loader)? } else { loader.to_owned() };
     let mut command = Command::new(loader);
-    command.args(case.expectation.loader_arguments(&case.image)).envs(&case.expectation.env).stdin(Stdio::null());
+    command.args(case.expectation.loader_arguments(&image)).envs(&case.expectation.env).current_dir(&work_dir.0);
     let limit = Duration::from_secs_f64(case.expectation.timeout.unwrap_or(0.0) + 120.0);
     let interrupt = match &case.expectation.interrupt {
         Some(signal) => {
@@ -330,7 +337,7 @@ pub fn run_case(loaders: &Loaders, case: &Case) -> Result<Outcome> {
         }
         None => None,
     };
-    let output = run_with_limit(command, limit, interrupt)?;
+    let output = run_with_limit(command, limit, interrupt, case.expectation.stdin.as_deref())?;
     Ok(Outcome {
         exit_code: output.status.code(),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -339,18 +346,49 @@ pub fn run_case(loaders: &Loaders, case: &Case) -> Result<Outcome> {
     })
 }
 
+/// A case's working directory, removed with what the program left in it.
+struct WorkDir(PathBuf);
+
+impl WorkDir {
+    fn new(case: &str) -> Result<Self> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let name: String = case.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("gpu-suite-{}-{n}-{name}", std::process::id()));
+        std::fs::create_dir_all(&path).with_context(|| format!("cannot create {}", path.display()))?;
+        Ok(Self(path))
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn run_with_limit(
     mut command: Command,
     limit: Duration,
     mut interrupt: Option<(Duration, i32)>,
+    stdin: Option<&str>,
 ) -> Result<std::process::Output> {
     let started = Instant::now();
     let program = Path::new(command.get_program()).display().to_string();
+    command.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
     let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("cannot start {program}"))?;
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        let text = text.to_owned();
+        // A loader that stops reading (or never starts) closes the pipe: the write fails and the thread ends.
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = pipe.write_all(text.as_bytes());
+        });
+    }
     let (stdout, stderr) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
     let read = |mut pipe: Box<dyn std::io::Read + Send>| {
         std::thread::spawn(move || {
@@ -409,6 +447,7 @@ mod tests {
             env = { FRANCE = "Paris" }
             timeout = 5
             exit-code = 3
+            stdin = "line\n"
             stdout-contains = ["x"]
             stderr-matches = ['^a\d$']
             targets = ["nvptx"]
@@ -420,6 +459,7 @@ mod tests {
         assert!(Expectation::parse("").unwrap().needs_gpu, "a case needs a GPU unless it says otherwise");
         assert_eq!(expectation.threads.xyz(), [4, 4, 4]);
         assert_eq!(expectation.blocks.xyz(), [2, 1, 1]);
+        assert_eq!(expectation.stdin.as_deref(), Some("line\n"));
         assert!(expectation.runs_on("nvptx") && !expectation.runs_on("amdgpu"));
         let args = expectation.loader_arguments(Path::new("p.ptx"));
         let args: Vec<_> = args.iter().map(|a| a.to_str().unwrap()).collect();
@@ -499,6 +539,45 @@ mod tests {
         assert_eq!(cases.iter().find(|case| case.name == "hello.twice").unwrap().expectation.exit_code, 1);
         std::fs::write(dir.join("lost.expect.toml"), "").unwrap();
         assert!(discover(&dir, "nvptx").unwrap_err().to_string().contains("lost.expect.toml has no image"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A case runs in an empty working directory of its own, removed afterwards, and reads its `stdin`.
+    #[test]
+    fn a_case_runs_in_a_fresh_folder_with_its_stdin() {
+        use std::os::unix::fs::PermissionsExt;
+        // In the build's folder, which the test names relative to its working directory (the package's): the paths
+        // of the image and the loader must not depend on that directory.
+        let dir =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../target/gpu-suite-run-case-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // A stand-in for the loader: the image it was given, its folder and what is in it, then its stdin.
+        let loader = dir.join("loader.sh");
+        std::fs::write(
+            &loader,
+            "#!/bin/sh\nfor last; do :; done\necho \"$last\"\npwd\nls -A\ntouch left-behind\ncat\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&loader, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(dir.join("prog.ptx"), "").unwrap();
+        let relative = Path::new(&format!("../target/gpu-suite-run-case-{}", std::process::id())).to_owned();
+        assert_eq!(std::env::current_dir().unwrap(), Path::new(env!("CARGO_MANIFEST_DIR")));
+        let case = |stdin: Option<&str>| Case {
+            name: "prog.variant[cubin]".into(),
+            target: "nvptx".into(),
+            image: relative.join("prog.ptx"),
+            expectation: Expectation { stdin: stdin.map(str::to_owned), ..Expectation::parse("").unwrap() },
+        };
+        let outcome = run_case(&Loaders::new(relative.join("loader.sh"), None), &case(Some("typed\ninput\n"))).unwrap();
+        let lines: Vec<&str> = outcome.stdout.lines().collect();
+        assert_eq!(Path::new(lines[0]).canonicalize().unwrap(), dir.join("prog.ptx").canonicalize().unwrap());
+        assert!(Path::new(lines[0]).is_absolute(), "the image's path is absolute");
+        assert!(lines[1].contains("gpu-suite-") && lines[1].ends_with("prog_variant_cubin_"), "{}", lines[1]);
+        assert_eq!(lines[2..], ["typed", "input"], "an empty folder, then stdin");
+        assert!(!Path::new(lines[1]).exists(), "the folder is removed");
+        let outcome = run_case(&Loaders::new(loader, None), &case(None)).unwrap();
+        assert_eq!(outcome.stdout.lines().count(), 2, "no stdin: empty");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

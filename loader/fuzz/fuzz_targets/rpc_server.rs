@@ -1,7 +1,7 @@
-//! The loader's RPC server (`HostServer::poll_watched`, with the startup's handlers and the test operations' host
-//! calls) on a region whose words a script writes, as a buggy GPU program can: mailboxes, headers, lane masks,
-//! lengths, round counts, at any moment. Nothing may panic, every call must return in a bounded number of steps, and
-//! the output held back never passes its cap.
+//! The loader's RPC server (`HostServer::poll_watched`, with every built-in handler and the test operations' host
+//! calls; the file operations with the file system denied and an empty stdin) on a region whose words a script
+//! writes, as a buggy GPU program can: mailboxes, headers, lane masks, lengths, round counts, at any moment. Nothing
+//! may panic, every call must return in a bounded number of steps, and the output held back never passes its cap.
 //!
 //! The input: byte 0 picks the port count (1 to 70: one or two groups of 64), byte 1 the lanes per group (1, 2, 32
 //! or 64); then a script of records, each a tag byte and its operands:
@@ -92,7 +92,10 @@ fuzz_target!(|data: &[u8]| {
     let mut server = unsafe { HostServer::new(region.as_ptr(), ports, lanes) }
         .with_output(Box::new(output.clone()), Box::new(output.clone()))
         .with_stall_limit(Duration::ZERO)
-        .with_host_calls(testing::operations());
+        .with_host_calls(testing::operations())
+        // The file operations check every request as usual, but must not open, remove or rename the machine's files.
+        .with_stdin(Box::new(io::empty()))
+        .deny_file_system();
     let script = Mutex::new(Script { bytes: script, words });
     let mut retired = Vec::new();
     let mut polls_after_the_script = 0;

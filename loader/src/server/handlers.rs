@@ -1,44 +1,46 @@
 //! The handlers of the startup's own operations (`startup_common::rpc::opcode`). Everything a message carries is the
 //! GPU's to choose: lengths are used only as far as they are served packet by packet, never to size an allocation.
 
-use startup_common::io::Stream;
+use startup_common::io::{Destination, Stream};
 use startup_common::rpc::{MAX_LANES, ServerPort, WriteHead};
 
+use super::output::key;
 use super::{Context, Outcome, ServerError};
 
 /// `WRITE`: each lane's bytes go to its thread's message as they arrive (see `output`), which is written once its
 /// last chunk is complete; then one packet acknowledges the chunk.
 pub(super) fn write(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
     let index = port.index();
-    let mut heads = [None; MAX_LANES as usize];
+    let mut keys = [None; MAX_LANES as usize];
     // Lanes whose stream has not ended yet: what is left of them when the message is given up.
     let mut unfinished = 0u64;
     port.recv_n_with::<{ WriteHead::WORDS }, ServerError>(|piece| {
         let head = WriteHead::decode(*piece.head);
         let stream = Stream::from_number(u32::from(head.stream))
             .ok_or(ServerError::BadStream { stream: head.stream, port: index })?;
+        let key = key(&head, Destination::Stream(stream));
         if piece.offset == 0 {
-            heads[piece.lane as usize] = Some(head);
+            keys[piece.lane as usize] = Some(key);
             unfinished |= 1 << piece.lane;
             context.sender.get_or_insert(head.writer());
         }
         if !piece.is_last() {
-            context.output.append(head.key(), stream, piece.bytes)?;
+            context.output.append(key, piece.bytes)?;
             return Ok(());
         }
         unfinished &= !(1 << piece.lane);
         if head.flags & WriteHead::MORE != 0 {
-            context.output.append(head.key(), stream, piece.bytes)?;
+            context.output.append(key, piece.bytes)?;
         } else {
-            context.output.complete(head.key(), stream, piece.bytes, head.flags & WriteHead::NEWLINE != 0)?;
+            context.output.complete(key, piece.bytes, head.flags & WriteHead::NEWLINE != 0)?;
         }
         Ok(())
     })?;
     if port.is_abandoned() {
         // The rest will not come, and the run may go on: what arrived is written now, ending its line, rather than
         // run into the thread's next message.
-        for head in startup_common::rpc::lanes(unfinished).filter_map(|lane| heads[lane as usize]) {
-            context.output.cut_short(head.key())?;
+        for key in startup_common::rpc::lanes(unfinished).filter_map(|lane| keys[lane as usize]) {
+            context.output.cut_short(key)?;
         }
     }
     // The acknowledgement: the chunk is in the server's hands, so the thread's next chunk comes after it.

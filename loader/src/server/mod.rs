@@ -15,12 +15,15 @@ use startup_common::ThreadIds;
 use startup_common::io::Stream;
 use startup_common::rpc::{HostCallError, HostCalls, Server, ServerPort, opcode};
 
+pub mod files;
 mod handlers;
 mod output;
 #[cfg(test)]
 pub(crate) mod tests;
 
 pub use output::{ENTRY_COST, HELD_IN_ALL, HELD_PER_THREAD};
+
+use files::{Files, StdinSource};
 
 /// The longest output may wait in the server's buffers while the ports stay busy.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(20);
@@ -63,6 +66,9 @@ pub enum ServerError {
     /// Writing the program's output failed.
     #[error("RPC: writing the program's output failed: {0}")]
     Io(#[from] io::Error),
+    /// A file the program left open could not be written out when the run ended.
+    #[error("writing `{path}` failed when the run ended: {message}", path = .path.display())]
+    FileAtEnd { path: std::path::PathBuf, message: String },
 }
 
 /// A message the server gave up in the middle ([`HostServer::take_given_up`]): its port is retired for the rest of
@@ -120,8 +126,8 @@ pub struct Context {
 }
 
 impl Context {
-    fn new(stdout: Box<dyn Write + Send>, stderr: Box<dyn Write + Send>) -> Self {
-        Self { output: output::Output::new(stdout, stderr), outcome: None, sender: None }
+    fn new(stdout: Box<dyn Write + Send>, stderr: Box<dyn Write + Send>, stdin: StdinSource) -> Self {
+        Self { output: output::Output::new(stdout, stderr, Files::new(stdin)), outcome: None, sender: None }
     }
 
     /// The (buffered) writer of `stream`.
@@ -175,7 +181,7 @@ pub struct ServeStats {
 
 impl HostServer {
     /// A server for the region at `region` (its host address) with `port_count` ports of `lane_size` lanes, with the
-    /// built-in handlers, writing to the process's stdout and stderr.
+    /// built-in handlers, writing to the process's stdout and stderr and reading its stdin.
     ///
     /// # Safety
     /// As for [`Server::new`]: the region is laid out by `rpc::Layout::new(port_count, lane_size)`, was zeroed before
@@ -187,7 +193,7 @@ impl HostServer {
             server,
             handlers: HashMap::new(),
             host_calls: HostCalls::new(),
-            context: Context::new(Box::new(io::stdout()), Box::new(io::stderr())),
+            context: Context::new(Box::new(io::stdout()), Box::new(io::stderr()), StdinSource::process()),
             served: false,
             given_up: Vec::new(),
             stall_limit: STALL_LIMIT,
@@ -198,6 +204,14 @@ impl HostServer {
         this.register(opcode::WRITE, Box::new(handlers::write));
         this.register(opcode::EXIT, Box::new(handlers::exit));
         this.register(opcode::ABORT, Box::new(handlers::abort));
+        this.register(opcode::FILE_OPEN, Box::new(files::handlers::open));
+        this.register(opcode::FILE_CLOSE, Box::new(files::handlers::close));
+        this.register(opcode::FILE_READ, Box::new(files::handlers::read));
+        this.register(opcode::FILE_WRITE, Box::new(files::handlers::write));
+        this.register(opcode::FILE_SEEK, Box::new(files::handlers::seek));
+        this.register(opcode::FILE_FLUSH, Box::new(files::handlers::flush));
+        this.register(opcode::FILE_REMOVE, Box::new(files::handlers::remove));
+        this.register(opcode::FILE_RENAME, Box::new(files::handlers::rename));
         this
     }
 
@@ -222,7 +236,13 @@ impl HostServer {
 
     /// Sends the program's output to `stdout` and `stderr` from now on; output still buffered is dropped.
     pub fn set_output(&mut self, stdout: Box<dyn Write + Send>, stderr: Box<dyn Write + Send>) {
-        self.context.output = output::Output::new(stdout, stderr);
+        self.context.output.set_streams(stdout, stderr);
+    }
+
+    /// Gives the program `stdin` to read instead of the process's stdin.
+    pub fn with_stdin(mut self, stdin: Box<dyn std::io::Read + Send>) -> Self {
+        self.context.output.files.set_stdin(StdinSource::new(stdin));
+        self
     }
 
     /// Adds (or replaces) the handler of one of the startup's operations; returns the one it replaces. Host calls of
@@ -352,9 +372,41 @@ impl HostServer {
         self.context.outcome
     }
 
-    /// Forgets the outcome of an earlier run of the same program, so that the server reports the next one.
+    /// Forgets the outcome of an earlier run of the same program, so that the server reports the next one, and
+    /// closes any file an earlier run left open.
     pub fn start_run(&mut self) {
         self.context.outcome = None;
+        self.close_files_quietly();
+    }
+
+    /// Closes the files the program left open, writing out what they hold, as the run ends; the first that could
+    /// not be written out is an error (after every file is closed). Output held for a file is written first.
+    pub fn close_files(&mut self) -> Result<(), ServerError> {
+        self.flush()?;
+        match self.context.output.files.close_all().into_iter().next() {
+            None => Ok(()),
+            Some((path, error)) => {
+                let mut buffer = [0; 32];
+                let message = startup_common::errno::describe(error, &mut buffer).to_owned();
+                Err(ServerError::FileAtEnd { path, message: format!("{message} (os error {error})") })
+            }
+        }
+    }
+
+    fn close_files_quietly(&mut self) {
+        let _ = self.context.output.files.close_all();
+    }
+
+    /// Refuses the program every request that names a path (open, remove, rename: `EACCES`), for a program that
+    /// must not touch the host's files; stdin still reads.
+    pub fn deny_file_system(mut self) -> Self {
+        self.context.output.files.deny_file_system();
+        self
+    }
+
+    /// How many files the program has open now.
+    pub fn open_files(&self) -> usize {
+        self.context.output.files.open_count()
     }
 
     /// Messages and lanes served so far.

@@ -1,13 +1,17 @@
-//! The program's output as the server assembles it from `WRITE` messages: each thread's message is held until its
-//! last byte arrives and then written whole, so that lines from different threads never interleave; but only up to a
-//! cap per thread and a cap in all, past which the bytes are written out as they come. The GPU decides what it
-//! sends, so nothing it sends can make the host hold more than [`HELD_IN_ALL`] bytes.
+//! The program's output as the server assembles it from `WRITE` and `FILE_WRITE` messages: each thread's message is
+//! held until its last byte arrives and then written whole, so that lines from different threads never interleave;
+//! but only up to a cap per thread and a cap in all, past which the bytes are written out as they come. The GPU
+//! decides what it sends, so nothing it sends can make the host hold more than [`HELD_IN_ALL`] bytes. The output
+//! goes to stdout, stderr, or a file the program opened ([`Files`]).
 
 use std::collections::HashMap;
 use std::io::{self, BufWriter, Write};
 use std::time::Instant;
 
-use startup_common::io::Stream;
+use startup_common::io::{Destination, Stream};
+use startup_common::rpc::WriteHead;
+
+use super::files::Files;
 
 /// The most bytes of one thread's unfinished message held back to be written whole. A message longer than this
 /// (`print!` output of over a MiB, or a longer `fwrite`) is written out in pieces of about this size as it arrives,
@@ -22,13 +26,19 @@ pub const HELD_IN_ALL: usize = 64 << 20;
 /// cannot make the host hold millions of tiny messages (the key is the client's to choose) beyond the cap.
 pub const ENTRY_COST: usize = 64;
 
-/// The thread that writes a message, and the stream: [`WriteHead::key`](startup_common::rpc::WriteHead::key).
-pub type WriterKey = (u64, u64, u8);
+/// The thread that writes a message (its [`WriteHead`]'s thread and group), and where the message goes.
+pub type WriterKey = (u64, u64, Destination);
 
-/// Buffered stdout and stderr, and the messages held until they are complete.
+/// The key of the message that the writer of `head` writes to `destination`.
+pub(super) fn key(head: &WriteHead, destination: Destination) -> WriterKey {
+    (head.thread, head.group, destination)
+}
+
+/// Buffered stdout and stderr, the program's files, and the messages held until they are complete.
 pub(super) struct Output {
     stdout: BufWriter<Box<dyn Write + Send>>,
     stderr: BufWriter<Box<dyn Write + Send>>,
+    pub(super) files: Files,
     held: HashMap<WriterKey, Vec<u8>>,
     /// The bytes of `held` with [`ENTRY_COST`] for each entry.
     held_bytes: usize,
@@ -38,15 +48,22 @@ pub(super) struct Output {
 }
 
 impl Output {
-    pub(super) fn new(stdout: Box<dyn Write + Send>, stderr: Box<dyn Write + Send>) -> Self {
+    pub(super) fn new(stdout: Box<dyn Write + Send>, stderr: Box<dyn Write + Send>, files: Files) -> Self {
         Self {
             stdout: BufWriter::with_capacity(1 << 16, stdout),
             stderr: BufWriter::with_capacity(1 << 16, stderr),
+            files,
             held: HashMap::new(),
             held_bytes: 0,
             last_flush: Instant::now(),
             written: false,
         }
+    }
+
+    /// Writes from now on to `stdout` and `stderr`; output still buffered for the old ones is dropped.
+    pub(super) fn set_streams(&mut self, stdout: Box<dyn Write + Send>, stderr: Box<dyn Write + Send>) {
+        self.stdout = BufWriter::with_capacity(1 << 16, stdout);
+        self.stderr = BufWriter::with_capacity(1 << 16, stderr);
     }
 
     /// The (buffered) writer of `stream`.
@@ -58,14 +75,29 @@ impl Output {
         }
     }
 
+    /// Writes `pieces` to `destination`, one after the other. A file's errors are the file's (`EBADF` for a file not
+    /// open for writing), as [`io::Error::from_raw_os_error`].
+    fn write(&mut self, destination: Destination, pieces: &[&[u8]]) -> io::Result<()> {
+        match destination {
+            Destination::Stream(stream) => {
+                let writer = self.writer(stream);
+                pieces.iter().try_for_each(|piece| writer.write_all(piece))
+            }
+            Destination::File(handle) => pieces
+                .iter()
+                .try_for_each(|piece| self.files.write(handle, piece))
+                .map_err(io::Error::from_raw_os_error),
+        }
+    }
+
     /// Bytes held for unfinished messages, with [`ENTRY_COST`] each.
     pub(super) fn held_bytes(&self) -> usize {
         self.held_bytes
     }
 
-    /// More bytes of the message that `key` is writing to `stream`: held, or, past a cap, written out at once after
-    /// the bytes held before them.
-    pub(super) fn append(&mut self, key: WriterKey, stream: Stream, bytes: &[u8]) -> io::Result<()> {
+    /// More bytes of the message that `key` is writing: held, or, past a cap, written out at once after the bytes
+    /// held before them.
+    pub(super) fn append(&mut self, key: WriterKey, bytes: &[u8]) -> io::Result<()> {
         if bytes.is_empty() {
             return Ok(());
         }
@@ -73,41 +105,39 @@ impl Output {
         let cost = bytes.len() + if held.is_none() { ENTRY_COST } else { 0 };
         if held.unwrap_or(0) + bytes.len() > HELD_PER_THREAD || self.held_bytes + cost > HELD_IN_ALL {
             let earlier = self.take(key);
-            let writer = self.writer(stream);
-            writer.write_all(&earlier)?;
-            return writer.write_all(bytes);
+            return self.write(key.2, &[&earlier, bytes]);
         }
         self.held_bytes += cost;
         self.held.entry(key).or_default().extend_from_slice(bytes);
         Ok(())
     }
 
-    /// The last bytes of the message that `key` is writing to `stream`: writes the message whole (with a line break
-    /// after it when `newline`), right after the bytes held for it.
-    pub(super) fn complete(&mut self, key: WriterKey, stream: Stream, last: &[u8], newline: bool) -> io::Result<()> {
+    /// The last bytes of the message that `key` is writing: writes the message whole (with a line break after it
+    /// when `newline`), right after the bytes held for it.
+    pub(super) fn complete(&mut self, key: WriterKey, last: &[u8], newline: bool) -> io::Result<()> {
         let earlier = self.take(key);
-        let writer = self.writer(stream);
-        writer.write_all(&earlier)?;
-        writer.write_all(last)?;
-        if newline {
-            writer.write_all(b"\n")?;
-        }
-        Ok(())
+        let newline: &[u8] = if newline { b"\n" } else { b"" };
+        self.write(key.2, &[&earlier, last, newline])
     }
 
     /// The message that `key` is writing will not be finished (its thread stopped, or the server gave it up): writes
-    /// what arrived, ending its line so that it does not run into the next output.
+    /// what arrived. On stdout or stderr it ends its line, so that it does not run into the next output; to a file
+    /// it goes as it is, and an error writing it waits for the file's next flush or close (or is lost with the bytes
+    /// when the file was closed meanwhile).
     pub(super) fn cut_short(&mut self, key: WriterKey) -> io::Result<()> {
         let bytes = self.take(key);
         if bytes.is_empty() {
             return Ok(());
         }
-        // A key is made only of valid streams (`append` follows the stream check).
-        let stream = Stream::from_number(u32::from(key.2)).unwrap_or(Stream::Stderr);
-        let writer = self.writer(stream);
-        writer.write_all(&bytes)?;
-        if bytes.last() != Some(&b'\n') {
-            writer.write_all(b"\n")?;
+        match key.2 {
+            Destination::Stream(stream) => {
+                let writer = self.writer(stream);
+                writer.write_all(&bytes)?;
+                if bytes.last() != Some(&b'\n') {
+                    writer.write_all(b"\n")?;
+                }
+            }
+            Destination::File(handle) => self.files.write_or_defer(handle, &bytes),
         }
         Ok(())
     }
@@ -153,8 +183,11 @@ mod tests {
 
     fn output() -> (Output, Capture) {
         let sink = Capture::default();
-        (Output::new(Box::new(sink.clone()), Box::new(io::sink())), sink)
+        let files = Files::new(crate::server::files::StdinSource::new(Box::new(io::empty())));
+        (Output::new(Box::new(sink.clone()), Box::new(io::sink()), files), sink)
     }
+
+    const OUT: Destination = Destination::Stream(Stream::Stdout);
 
     fn written(output: &mut Output, sink: &Capture) -> Vec<u8> {
         output.flush().unwrap();
@@ -166,19 +199,19 @@ mod tests {
     #[test]
     fn messages_are_written_whole_when_complete() {
         let (mut output, sink) = output();
-        let (a, b) = ((1, 0, 1), (2, 0, 1));
-        output.append(a, Stream::Stdout, b"a1 ").unwrap();
-        output.append(b, Stream::Stdout, b"b1 ").unwrap();
-        output.append(a, Stream::Stdout, b"a2 ").unwrap();
+        let (a, b) = ((1, 0, OUT), (2, 0, OUT));
+        output.append(a, b"a1 ").unwrap();
+        output.append(b, b"b1 ").unwrap();
+        output.append(a, b"a2 ").unwrap();
         assert_eq!(output.held_bytes(), 9 + 2 * ENTRY_COST);
         assert!(written(&mut output, &sink).is_empty());
-        output.complete(b, Stream::Stdout, b"b2", true).unwrap();
-        output.complete(a, Stream::Stdout, b"a3", false).unwrap();
-        output.complete((3, 0, 1), Stream::Stdout, b"alone", true).unwrap();
+        output.complete(b, b"b2", true).unwrap();
+        output.complete(a, b"a3", false).unwrap();
+        output.complete((3, 0, OUT), b"alone", true).unwrap();
         assert_eq!(written(&mut output, &sink), b"b1 b2\na1 a2 a3alone\n");
         assert_eq!(output.held_bytes(), 0);
-        output.append(a, Stream::Stdout, b"cut").unwrap();
-        output.append(b, Stream::Stdout, b"").unwrap();
+        output.append(a, b"cut").unwrap();
+        output.append(b, b"").unwrap();
         assert_eq!(output.held_bytes(), 3 + ENTRY_COST, "an empty chunk holds nothing");
         output.finish().unwrap();
         assert_eq!(written(&mut output, &sink), b"b1 b2\na1 a2 a3alone\ncut\n");
@@ -188,19 +221,19 @@ mod tests {
     #[test]
     fn a_message_past_the_thread_cap_is_written_in_pieces() {
         let (mut output, sink) = output();
-        let key = (7, 7, 1);
+        let key = (7, 7, OUT);
         let piece = vec![b'x'; 64];
         let mut sent = 0;
         while sent + 64 <= HELD_PER_THREAD {
-            output.append(key, Stream::Stdout, &piece).unwrap();
+            output.append(key, &piece).unwrap();
             sent += 64;
         }
         assert!(written(&mut output, &sink).is_empty());
         assert_eq!(output.held_bytes(), sent + ENTRY_COST);
-        output.append(key, Stream::Stdout, &[b'y'; 65]).unwrap();
+        output.append(key, &[b'y'; 65]).unwrap();
         assert_eq!(output.held_bytes(), 0);
         assert_eq!(written(&mut output, &sink).len(), sent + 65);
-        output.complete(key, Stream::Stdout, b"z", true).unwrap();
+        output.complete(key, b"z", true).unwrap();
         let all = written(&mut output, &sink);
         assert_eq!(&all[sent..], [&[b'y'; 65][..], b"z\n"].concat());
     }
@@ -213,7 +246,7 @@ mod tests {
         let chunk = [b'c'; 200];
         let threads = HELD_IN_ALL / (chunk.len() + ENTRY_COST) + 1000;
         for thread in 0..threads as u64 {
-            output.append((thread, 0, 1), Stream::Stdout, &chunk).unwrap();
+            output.append((thread, 0, OUT), &chunk).unwrap();
             assert!(output.held_bytes() <= HELD_IN_ALL);
         }
         assert!(output.held_bytes() > HELD_IN_ALL - chunk.len() - ENTRY_COST);

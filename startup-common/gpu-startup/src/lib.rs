@@ -32,6 +32,9 @@
 //! - a heap: `extern crate alloc` gives `Vec`, `String`, `Box`, `format!` and the collections, the startup being
 //!   the global allocator (feature `global-allocator`, on by default), on device memory that `gpu-loader` reserves
 //!   (`--heap-size`); running out is Rust's `handle_alloc_error`;
+//! - [`fs`] and [`io`]: files on the host (`File` with `Read`, `Write` and `Seek`, `remove_file`, `rename`) and the
+//!   loader's stdin (`io::stdin()`), with `String` and `Vec` versions (`lines`, `read_line`, `read_to_string`) under
+//!   the `alloc` feature, which `global-allocator` turns on;
 //! - a panic handler that prints the message with the thread and exits with 101 (feature `panic-handler`, on by
 //!   default);
 //! - [`rpc`]: host calls of one's own ([`rpc::call`], [`rpc::open`]): the program asks the host program that runs it
@@ -43,10 +46,15 @@
 //! and compile-error tests are checked.
 #![no_std]
 
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
 mod arch;
 pub mod block;
 pub mod env;
+pub mod fs;
 pub mod grid;
+pub mod io;
 pub mod process;
 pub mod rpc;
 pub mod thread;

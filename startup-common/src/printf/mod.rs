@@ -68,6 +68,8 @@ pub enum Error {
     Overflow,
     /// `%lc` or `%ls` of a value that is not a Unicode scalar value.
     WideChar,
+    /// The host could not take the text: a file's error number ([`crate::errno`]).
+    Write(core::ffi::c_int),
 }
 
 /// The most bytes a call may produce: its count is returned as a C `int`.

@@ -8,9 +8,11 @@ use core::ffi::{VaList, c_char, c_double, c_int, c_uint, c_ulonglong, c_void};
 
 use super::output::Output;
 use super::{Arguments, BufferOutput, Error};
+use crate::errno;
 use crate::gpu::Gpu;
-use crate::io::{self, Chunks, File, Stream};
+use crate::io::{self, Chunks, Destination, Stream};
 use crate::rpc::Client;
+use crate::stdio::{ERROR, File};
 
 /// A C `va_list` as printf's [`Arguments`].
 pub struct VaArgs<'f> {
@@ -55,7 +57,7 @@ impl Arguments for VaArgs<'_> {
     }
 }
 
-/// Formats `format` with `args` and sends the text to `stream` as one message, in chunks of
+/// Formats `format` with `args` and sends the text to `destination` as one message, in chunks of
 /// [`io::PRINT_BUFFER`] bytes; returns the number of bytes. On an error the text before the failing conversion is
 /// still sent.
 ///
@@ -63,35 +65,44 @@ impl Arguments for VaArgs<'_> {
 /// As [`super::format`].
 pub unsafe fn print<G: Gpu>(
     client: &Client<G>,
-    stream: Stream,
+    destination: Destination,
     format: &[u8],
     args: &mut dyn Arguments,
 ) -> Result<usize, Error> {
-    let mut chunks = Chunks::new(client, stream);
+    let mut chunks = Chunks::new(client, destination);
     // SAFETY: the caller's guarantees, passed on.
     let result = unsafe { super::format(format, args, &mut chunks) };
-    chunks.finish();
-    result
+    let written = chunks.finish();
+    let count = result?;
+    written.map_err(Error::Write)?;
+    Ok(count)
 }
 
-/// C's `vfprintf` on `stdout` or `stderr`: the number of bytes written, or -1 for another stream or a failed
-/// conversion.
+/// C's `vfprintf` on any stream open for writing: the number of bytes written, or -1 (with `errno` set) for a stream
+/// that cannot be written, a failed conversion, or a file the host could not write (which also sets the stream's
+/// error indicator).
 ///
 /// # Safety
 /// `format` is a C string and `args` holds its arguments, as C's `vfprintf` requires.
 pub unsafe fn vfprintf<G: Gpu>(client: &Client<G>, file: *mut File, format: *const c_char, args: VaList<'_>) -> c_int {
-    let Some(stream) = File::stream(file) else { return -1 };
-    // SAFETY: the caller's guarantees, passed on.
-    unsafe { vprint(client, stream, format, args) }
+    let Some((file, destination)) = crate::stdio::functions::output_of::<G>(file) else { return -1 };
+    // SAFETY: the caller passes a C string and its arguments.
+    let result = unsafe { print(client, destination, io::c_string_bytes(format), &mut VaArgs::new(args)) };
+    if let Err(Error::Write(error)) = result {
+        file.set(ERROR);
+        errno::set::<G>(error);
+    }
+    c_result(result)
 }
 
-/// C's `vprintf` (on `Stream::Stdout`) and the body of `vfprintf`.
+/// C's `vprintf`, on `stream`.
 ///
 /// # Safety
 /// `format` is a C string and `args` holds its arguments, as C's `vprintf` requires.
 pub unsafe fn vprint<G: Gpu>(client: &Client<G>, stream: Stream, format: *const c_char, args: VaList<'_>) -> c_int {
+    let destination = Destination::Stream(stream);
     // SAFETY: the caller passes a C string and its arguments.
-    unsafe { c_result(print(client, stream, io::c_string_bytes(format), &mut VaArgs::new(args))) }
+    unsafe { c_result(print(client, destination, io::c_string_bytes(format), &mut VaArgs::new(args))) }
 }
 
 /// C's `vsnprintf`: at most `size - 1` bytes and a NUL into `buffer` (nothing when `size` is 0); returns the length

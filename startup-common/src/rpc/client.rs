@@ -510,9 +510,7 @@ fn view<G: Gpu>(setup: Setup) -> (Region, u32) {
 
 /// The thread's index in its block, x fastest: warps and wavefronts are consecutive runs of it.
 fn linear_thread(ids: crate::ThreadIds, shape: &crate::abi::LaunchParams) -> u32 {
-    let [tx, ty, tz] = ids.thread;
-    let [nx, ny, _] = shape.threads;
-    tx + nx * (ty + ny * tz)
+    shape.linear_thread_in_block(ids.thread)
 }
 
 /// The lock of a warp's own port, in block memory ([`Client::open_own`]), shared by the warp's lane groups.

@@ -111,6 +111,25 @@ pub mod opcode {
     pub const EXIT: u32 = 2;
     /// End the program abnormally: one empty packet. No reply.
     pub const ABORT: u32 = 3;
+    /// Open a file ([`crate::files`]): a stream with 1 head word (`files::OpenFlags`) and the path; replied with one
+    /// packet (word 0: the handle, word 1: the error number, 0 on success), as every file operation but a read.
+    pub const FILE_OPEN: u32 = 4;
+    /// Close a file: one packet, word 0 = the handle.
+    pub const FILE_CLOSE: u32 = 5;
+    /// Read: one packet, words 0–2 = handle (`files::STDIN_HANDLE` for stdin), most bytes, `files::ReadMode`;
+    /// replied with a stream with 1 head word (the error number; `EAGAIN` when there is nothing yet) and the bytes.
+    pub const FILE_READ: u32 = 6;
+    /// Write to a file: a stream with 3 head words (the handle, then a [`WriteHead`](super::WriteHead) whose stream is
+    /// 0) and the bytes; chunks marked `MORE` are held by the host and written with the last, as for `WRITE`.
+    pub const FILE_WRITE: u32 = 7;
+    /// Seek: one packet, words 0–2 = handle, offset (`i64`), `files::Whence`; the reply's word 0 is the new position.
+    pub const FILE_SEEK: u32 = 8;
+    /// Write out what the host holds for a file: one packet, word 0 = the handle.
+    pub const FILE_FLUSH: u32 = 9;
+    /// Remove a file (or an empty directory): a stream with 1 head word (`files::RemoveKind`) and the path.
+    pub const FILE_REMOVE: u32 = 10;
+    /// Rename: two streams, the old path (with 1 head word, 0) and the new.
+    pub const FILE_RENAME: u32 = 11;
     /// The first opcode of the users' range: below it, the startup's own operations (reserved, whether defined yet
     /// or not); from it on, host calls that a program and the host program embedding the loader define.
     pub const FIRST_USER: u32 = 0x1_0000;
@@ -126,6 +145,14 @@ pub mod opcode {
             WRITE => "WRITE",
             EXIT => "EXIT",
             ABORT => "ABORT",
+            FILE_OPEN => "FILE_OPEN",
+            FILE_CLOSE => "FILE_CLOSE",
+            FILE_READ => "FILE_READ",
+            FILE_WRITE => "FILE_WRITE",
+            FILE_SEEK => "FILE_SEEK",
+            FILE_FLUSH => "FILE_FLUSH",
+            FILE_REMOVE => "FILE_REMOVE",
+            FILE_RENAME => "FILE_RENAME",
             _ => return None,
         })
     }

@@ -1,0 +1,214 @@
+//! The handlers of the file operations (`startup_common::rpc::opcode::FILE_*`). Each lane's request is served on
+//! its own, in lane order, and answered with its own result: an error in one lane's request (a bad handle, a path too
+//! long) is that lane's error number, and the message goes on. Lengths come from the device: a path is received
+//! packet by packet and held only up to `MAX_PATH` bytes, a read is cut to `MAX_READ`.
+
+use std::ffi::c_int;
+
+use startup_common::errno;
+use startup_common::files::{OpenFlags, ReadMode, RemoveKind, Whence};
+use startup_common::io::Destination;
+use startup_common::rpc::{MAX_LANES, ServerPort, WriteHead};
+
+use super::MAX_PATH;
+use crate::server::output::key;
+use crate::server::{Context, ServerError};
+
+const LANES: usize = MAX_LANES as usize;
+
+/// The reply of an operation other than a read: word 0 the value, word 1 the error number.
+fn reply(result: Result<u64, c_int>) -> [u64; 2] {
+    match result {
+        Ok(value) => [value, 0],
+        Err(error) => [0, error as u64],
+    }
+}
+
+fn send_replies(port: &mut ServerPort<'_>, replies: &[[u64; 2]; LANES]) {
+    port.send(|lane, packet| {
+        packet.set(0, replies[lane as usize][0]);
+        packet.set(1, replies[lane as usize][1]);
+    });
+}
+
+/// A path each lane streamed, with its `H` head words: the bytes, or `ENAMETOOLONG` for one of `MAX_PATH` bytes or
+/// more, which is received to its end but not held.
+struct Paths<const H: usize> {
+    heads: [[u64; H]; LANES],
+    paths: [Result<Vec<u8>, c_int>; LANES],
+}
+
+impl<const H: usize> Paths<H> {
+    fn receive(port: &mut ServerPort<'_>) -> Self {
+        let mut this = Self { heads: [[0; H]; LANES], paths: std::array::from_fn(|_| Ok(Vec::new())) };
+        let received = port.recv_n_with::<H, ServerError>(|piece| {
+            let lane = piece.lane as usize;
+            if piece.offset == 0 {
+                this.heads[lane] = *piece.head;
+                if piece.total >= MAX_PATH as u64 {
+                    this.paths[lane] = Err(errno::ENAMETOOLONG);
+                }
+            }
+            if let Ok(path) = &mut this.paths[lane] {
+                path.extend_from_slice(piece.bytes);
+            }
+            Ok(())
+        });
+        debug_assert!(received.is_ok(), "the sink never refuses");
+        this
+    }
+}
+
+/// `FILE_OPEN`: the handle of each lane's file.
+pub(in crate::server) fn open(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
+    let request = Paths::<1>::receive(port);
+    let mut replies = [[0; 2]; LANES];
+    for lane in port.lanes() {
+        let lane = lane as usize;
+        let opened = match &request.paths[lane] {
+            Ok(path) => context.output.files.open(path, OpenFlags(request.heads[lane][0])),
+            Err(error) => Err(*error),
+        };
+        replies[lane] = reply(opened);
+    }
+    send_replies(port, &replies);
+    Ok(())
+}
+
+/// Receives one packet of three words per lane.
+fn receive_words(port: &mut ServerPort<'_>) -> [[u64; 3]; LANES] {
+    let mut words = [[0; 3]; LANES];
+    port.recv(|lane, packet| words[lane as usize] = [packet.get(0), packet.get(1), packet.get(2)]);
+    words
+}
+
+/// Serves a request of one packet: `serve` answers each lane's words.
+fn one_packet(
+    port: &mut ServerPort<'_>,
+    context: &mut Context,
+    mut serve: impl FnMut(&mut Context, [u64; 3]) -> Result<u64, c_int>,
+) -> Result<(), ServerError> {
+    let words = receive_words(port);
+    let mut replies = [[0; 2]; LANES];
+    for lane in port.lanes() {
+        replies[lane as usize] = reply(serve(context, words[lane as usize]));
+    }
+    send_replies(port, &replies);
+    Ok(())
+}
+
+/// `FILE_CLOSE`.
+pub(in crate::server) fn close(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
+    one_packet(port, context, |context, [handle, ..]| context.output.files.close(handle).map(|()| 0))
+}
+
+/// `FILE_FLUSH`.
+pub(in crate::server) fn flush(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
+    one_packet(port, context, |context, [handle, ..]| context.output.files.flush(handle).map(|()| 0))
+}
+
+/// `FILE_SEEK`: the new position.
+pub(in crate::server) fn seek(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
+    one_packet(port, context, |context, [handle, offset, whence]| {
+        let whence = Whence::from_number(whence).ok_or(errno::EINVAL)?;
+        context.output.files.seek(handle, offset as i64, whence)
+    })
+}
+
+/// `FILE_READ`: each lane's bytes, after its error number (`EAGAIN` when there is nothing yet).
+pub(in crate::server) fn read(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
+    let words = receive_words(port);
+    let mut data: [Vec<u8>; LANES] = std::array::from_fn(|_| Vec::new());
+    let mut statuses = [0u64; LANES];
+    for lane in port.lanes() {
+        let lane = lane as usize;
+        let [handle, max, mode] = words[lane];
+        let mode = ReadMode::from_number(mode).ok_or(errno::EINVAL);
+        let max = usize::try_from(max).unwrap_or(usize::MAX);
+        let read = mode.and_then(|mode| context.output.files.read(handle, max, mode, &mut data[lane]));
+        if let Err(error) = read {
+            data[lane].clear();
+            statuses[lane] = error as u64;
+        }
+    }
+    port.send_n_with::<1, _>(|lane| ([statuses[lane as usize]], &data[lane as usize]));
+    Ok(())
+}
+
+/// `FILE_WRITE`: each lane's bytes go to its thread's message for the file, written whole with its last chunk (as
+/// for `WRITE`, `output`); then each lane gets its error number (`EBADF` for a handle not open for writing).
+pub(in crate::server) fn write(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
+    let mut keys = [None; LANES];
+    let mut errors = [0u64; LANES];
+    // Lanes whose stream has not ended yet: what is left of them when the message is given up.
+    let mut unfinished = 0u64;
+    port.recv_n_with::<3, ServerError>(|piece| {
+        let lane = piece.lane as usize;
+        let [handle, head @ ..] = *piece.head;
+        let head = WriteHead::decode(head);
+        let key = key(&head, Destination::File(handle));
+        if piece.offset == 0 {
+            context.sender.get_or_insert(head.writer());
+            match context.output.files.check_writable(handle) {
+                Ok(()) => {
+                    keys[lane] = Some(key);
+                    unfinished |= 1 << lane;
+                }
+                Err(error) => errors[lane] = error as u64,
+            }
+        }
+        if errors[lane] != 0 {
+            return Ok(());
+        }
+        let written = if !piece.is_last() || head.flags & WriteHead::MORE != 0 {
+            context.output.append(key, piece.bytes)
+        } else {
+            context.output.complete(key, piece.bytes, false)
+        };
+        if piece.is_last() {
+            unfinished &= !(1 << lane);
+        }
+        if let Err(error) = written {
+            errors[lane] = super::error_number(&error) as u64;
+        }
+        Ok(())
+    })?;
+    if port.is_abandoned() {
+        for key in startup_common::rpc::lanes(unfinished).filter_map(|lane| keys[lane as usize]) {
+            context.output.cut_short(key)?;
+        }
+    }
+    port.send(|lane, packet| packet.set(0, errors[lane as usize]));
+    Ok(())
+}
+
+/// `FILE_REMOVE`.
+pub(in crate::server) fn remove(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
+    let request = Paths::<1>::receive(port);
+    let mut replies = [[0; 2]; LANES];
+    for lane in port.lanes() {
+        let lane = lane as usize;
+        let kind = RemoveKind::from_number(request.heads[lane][0]).ok_or(errno::EINVAL);
+        let removed = request.paths[lane].as_ref().map_err(|error| *error);
+        replies[lane] = reply(removed.and_then(|path| context.output.files.remove(path, kind?)).map(|()| 0));
+    }
+    send_replies(port, &replies);
+    Ok(())
+}
+
+/// `FILE_RENAME`: two streams per lane, the old path (with a head word, 0) and the new.
+pub(in crate::server) fn rename(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
+    let from = Paths::<1>::receive(port);
+    let to = Paths::<0>::receive(port);
+    let mut replies = [[0; 2]; LANES];
+    for lane in port.lanes() {
+        let lane = lane as usize;
+        let renamed = match (&from.paths[lane], &to.paths[lane]) {
+            (Ok(from), Ok(to)) => context.output.files.rename(from, to),
+            (Err(error), _) | (_, Err(error)) => Err(*error),
+        };
+        replies[lane] = reply(renamed.map(|()| 0));
+    }
+    send_replies(port, &replies);
+    Ok(())
+}
