@@ -60,7 +60,8 @@ int main(int argc, char **argv, char **envp);
 __attribute__((__noreturn__)) void exit(int status);
 /* Ends the program at once, running no handler; the loader exits with 134. */
 __attribute__((__noreturn__)) void abort(void);
-/* Registers `handler` to run at exit; 0 on success, non-zero when the registry (63 entries) is full. */
+/* Registers `handler` to run at exit; 0 on success, non-zero when the registry (1,023 entries, shared with C++'s
+   destructors of global objects) is full. */
 int atexit(gpu_destructor_fn *handler);
 
 /* A stream: only `stdout` and `stderr` exist. Its contents are private to the startup; compare addresses only. */

@@ -14,8 +14,10 @@ use crate::gpu::Gpu;
 use crate::heap::{Heap, HeapError};
 use crate::rpc;
 
-/// How many `atexit` handlers fit; C requires at least 32. One slot is taken by the destructor walk.
-pub const ATEXIT_CAPACITY: usize = 64;
+/// How many handlers the exit registry holds: C's `atexit` handlers (C requires room for at least 32) and C++'s
+/// destructors of objects with static storage, one for each such object constructed. One slot is taken by the
+/// destructor walk.
+pub const ATEXIT_CAPACITY: usize = 1024;
 
 /// The exit code of a program whose thread panicked, as for a Rust program on the host.
 pub const PANIC_EXIT_CODE: c_int = 101;
