@@ -20,6 +20,7 @@ pub mod abi;
 pub mod allocator;
 pub mod atexit;
 pub mod ctor;
+pub mod cxxabi;
 pub mod gpu;
 pub mod heap;
 pub mod io;
@@ -34,8 +35,9 @@ pub use startup::{CallbackArrays, MainFn, Runtime};
 /// Defines, in a target crate, the program's one [`Runtime`] and the C-linkage functions every program gets:
 /// `exit`, `abort`, `atexit`, `puts`, `fputs`/`fwrite` on `stdout` and `stderr`, the `printf` family ([`printf`]),
 /// the hook behind [`print!`], and `malloc`, `free`, `calloc`, `realloc`, `aligned_alloc`, `posix_memalign` on the
-/// device heap. With the target crate's `panic-handler` feature, also the panic handler; with its `global-allocator`
-/// feature, Rust's global allocator on the same heap. The target crate enables `c_variadic`.
+/// device heap, and C++'s runtime support ([`cxx_runtime!`]). With the target crate's `panic-handler` feature, also
+/// the panic handler; with its `global-allocator` feature, Rust's global allocator on the same heap. The target crate
+/// enables `c_variadic`.
 ///
 /// The target crate names its [`Gpu`] type; its kernels then call `RUNTIME.begin`, `RUNTIME.start` and
 /// `RUNTIME.end`.
@@ -294,6 +296,8 @@ macro_rules! target_runtime {
             // SAFETY: the caller passes a writable `out`, as `posix_memalign` requires.
             unsafe { ALLOCATOR.posix_memalign(out, alignment, size) }
         }
+
+        $crate::cxx_runtime!($gpu);
 
         #[cfg(feature = "panic-handler")]
         #[panic_handler]

@@ -235,6 +235,13 @@ impl<G: Gpu> Runtime<G> {
     /// stderr, then ends the program as [`Runtime::abort`] does: the loader exits with 134, as glibc's `free` aborts
     /// on a double free.
     pub fn heap_error(&self, call: &str, pointer: *const u8, error: HeapError) -> ! {
+        self.fatal(format_args!("{call}({pointer:p}): {error}"))
+    }
+
+    /// Reports `message` with the calling thread's coordinates on stderr, then ends the program as
+    /// [`Runtime::abort`] does (exit 134): what the runtime does where C or C++ would abort, such as a call of a pure
+    /// virtual function.
+    pub fn fatal(&self, message: core::fmt::Arguments<'_>) -> ! {
         if self.client.is_ready() {
             let ids = G::thread_ids();
             let [tx, ty, tz] = ids.thread;
@@ -242,7 +249,7 @@ impl<G: Gpu> Runtime<G> {
             crate::io::print(
                 &self.client,
                 crate::io::Stream::Stderr,
-                format_args!("{call}({pointer:p}): {error} (thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz}))\n"),
+                format_args!("{message} (thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz}))\n"),
             );
         }
         self.abort()
