@@ -169,6 +169,9 @@ impl Image {
                 ));
             }
         }
+        if self.kind == ImageKind::Ptx {
+            self.check_callback_prototypes()?;
+        }
         if self.kind == ImageKind::Cubin && cubin::compiled_whole_program(&self.elf()?) {
             return Err(bad(
                 &self.path,
@@ -176,6 +179,34 @@ impl Image {
                  function, so the destructors and atexit handlers registered in one kernel cannot run in another; \
                  compile it with `ptxas -c` (and link that with `nvlink` for a linked cubin)",
             ));
+        }
+        Ok(())
+    }
+
+    /// PTX: every constructor global must name a function of the startup's constructor prototype (main's arguments:
+    /// 4, 8 and 8 bytes), and every destructor global one that takes nothing. PTX calls through a function pointer
+    /// only with the callee's exact prototype: any other would fail on the GPU, at the first constructor.
+    fn check_callback_prototypes(&self) -> Result<()> {
+        let prefixes = [abi::INIT_OBJECT_PREFIX, abi::FINI_OBJECT_PREFIX];
+        let targets =
+            ptx::callback_targets(self.ptx_text()?, &prefixes).map_err(|problem| bad(&self.path, &problem))?;
+        for target in targets {
+            let (kind, expected, takes): (_, &[u64], _) = if target.global.starts_with(abi::INIT_OBJECT_PREFIX) {
+                ("constructor", &[4, 8, 8], "main's arguments (parameters of 4, 8 and 8 bytes)")
+            } else {
+                ("destructor", &[], "no arguments")
+            };
+            let problem = match &target.param_sizes {
+                None => format!("names `{}`, which is no function of the image", target.function),
+                Some(sizes) if sizes.as_slice() != expected => format!(
+                    "names `{}`, which takes parameters of {sizes:?} bytes, but the startup calls a {kind} with {takes}: \
+                     link the image with gpu-bitcode-linker, which gives every constructor a wrapper with main's \
+                     arguments",
+                    target.function
+                ),
+                Some(_) => continue,
+            };
+            return Err(bad(&self.path, &format!("{kind} global `{}` {problem}", target.global)));
         }
         Ok(())
     }
@@ -351,6 +382,7 @@ mod tests {
 .version 7.8
 .target sm_90
 .address_size 64
+.func f(.param .b32 f_param_0, .param .b64 f_param_1, .param .b64 f_param_2);
 .visible .global .align 8 .u64 __init_array_object_ctor_101 = f;
 .visible .global .align 8 .u64 __init_array_start;
 .global .align 4 .b8 hidden[4];
@@ -389,6 +421,38 @@ mod tests {
         let sizes: Vec<_> = kernels.iter().map(|k| (k.name.as_str(), k.param_sizes.clone())).collect();
         assert_eq!(sizes, [("_begin", vec![56]), ("_start", vec![32]), ("_end", vec![8])]);
         image(PTX.as_bytes()).unwrap().check_startup_abi().unwrap();
+    }
+
+    #[test]
+    fn constructors_and_destructors_must_have_the_startups_prototypes() {
+        let destructor = PTX.replace(
+            ".visible .global .align 8 .u64 __init_array_start;",
+            ".func (.param .b32 func_retval0) d()\n{ ret; }\n.visible .global .align 8 .u64 __fini_array_object_d_1 = d;",
+        );
+        image(destructor.as_bytes()).unwrap().check_startup_abi().unwrap();
+        for (from, to, problem) in [
+            (
+                ".func f(.param .b32 f_param_0, .param .b64 f_param_1, .param .b64 f_param_2);",
+                ".func f\n;",
+                "constructor global `__init_array_object_ctor_101` names `f`, which takes parameters of [] bytes, but \
+                 the startup calls a constructor with main's arguments",
+            ),
+            ("= f;", "= g;", "constructor global `__init_array_object_ctor_101` names `g`, which is no function"),
+            (
+                "__init_array_object_ctor_101 = f;",
+                "__fini_array_object_ctor_101 = f;",
+                "destructor global `__fini_array_object_ctor_101` names `f`, which takes parameters of [4, 8, 8] bytes",
+            ),
+            (
+                ".param .b64 f_param_2);",
+                ".param .b64 f_param_2[);",
+                "cannot read parameter `.param .b64 f_param_2[` of `f`",
+            ),
+        ] {
+            let wrong = PTX.replace(from, to);
+            let error = image(wrong.as_bytes()).unwrap().check_startup_abi().unwrap_err().to_string();
+            assert!(error.contains(problem), "{error}");
+        }
     }
 
     #[test]
