@@ -220,6 +220,9 @@ impl Image {
                 ));
             }
         }
+        if self.kind == ImageKind::Ptx {
+            self.check_callback_prototypes()?;
+        }
         if self.kind == ImageKind::Cubin && cubin::compiled_whole_program(&self.elf()?) {
             return Err(bad(
                 &self.path,
@@ -227,6 +230,34 @@ impl Image {
                  function, so the destructors and atexit handlers registered in one kernel cannot run in another; \
                  compile it with `ptxas -c` (and link that with `nvlink` for a linked cubin)",
             ));
+        }
+        Ok(())
+    }
+
+    /// PTX: every constructor global must name a function of the startup's constructor prototype (main's arguments:
+    /// 4, 8 and 8 bytes), and every destructor global one that takes nothing. PTX calls through a function pointer
+    /// only with the callee's exact prototype: any other would fail on the GPU, at the first constructor.
+    fn check_callback_prototypes(&self) -> Result<()> {
+        let prefixes = [abi::INIT_OBJECT_PREFIX, abi::FINI_OBJECT_PREFIX];
+        let targets =
+            ptx::callback_targets(self.ptx_text()?, &prefixes).map_err(|problem| bad(&self.path, &problem))?;
+        for target in targets {
+            let (kind, expected, takes): (_, &[u64], _) = if target.global.starts_with(abi::INIT_OBJECT_PREFIX) {
+                ("constructor", &[4, 8, 8], "main's arguments (parameters of 4, 8 and 8 bytes)")
+            } else {
+                ("destructor", &[], "no arguments")
+            };
+            let problem = match &target.param_sizes {
+                None => format!("names `{}`, which is no function of the image", target.function),
+                Some(sizes) if sizes.as_slice() != expected => format!(
+                    "names `{}`, which takes parameters of {sizes:?} bytes, but the startup calls a {kind} with {takes}: \
+                     link the image with gpu-bitcode-linker, which gives every constructor a wrapper with main's \
+                     arguments",
+                    target.function
+                ),
+                Some(_) => continue,
+            };
+            return Err(bad(&self.path, &format!("{kind} global `{}` {problem}", target.global)));
         }
         Ok(())
     }

@@ -8,6 +8,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+mod constructors;
+
 /// Globals that must survive internalization even when rustc does not export them: the loader reads or writes
 /// them by name (see `docs/abi.md`): the constructor tables and a test binary's test table.
 const LOADER_VISIBLE_PREFIXES: &[&str] = &["__init_array_", "__fini_array_", startup_common::test_table::PREFIX];
@@ -85,6 +87,7 @@ impl LinkRequest {
         // is what a linker's archive-member selection would have saved.
         link.args(&bitcode);
         run(link)?;
+        let linked = wrap_constructors(tools, linked, work)?;
 
         let keep = self.symbols_to_keep(tools, &linked)?;
         let optimized = work.join("optimized.bc");
@@ -135,6 +138,29 @@ impl LinkRequest {
         keep.dedup();
         Ok(keep)
     }
+}
+
+/// The linked module with its constructors wrapped ([`constructors`]), or as it is when it has none. The module is
+/// disassembled only when its bitcode names a constructor list.
+fn wrap_constructors(tools: &LlvmTools, linked: PathBuf, work: &Path) -> Result<PathBuf> {
+    let bytes = std::fs::read(&linked).with_context(|| format!("cannot read {}", linked.display()))?;
+    if !constructors::may_have_constructors(&bytes) {
+        return Ok(linked);
+    }
+    let mut disassemble = tools.command("llvm-dis");
+    disassemble.arg(&linked).arg("-o").arg("-");
+    let Some(rewritten) = constructors::wrap_constructors(&output_of(disassemble)?)
+        .context("the program's constructors cannot be called by the startup")?
+    else {
+        return Ok(linked);
+    };
+    let source = work.join("constructors.ll");
+    let assembled = work.join("constructors.bc");
+    std::fs::write(&source, rewritten).with_context(|| format!("cannot write {}", source.display()))?;
+    let mut assemble = tools.command("llvm-as");
+    assemble.arg(&source).arg("-o").arg(&assembled);
+    run(assemble)?;
+    Ok(assembled)
 }
 
 fn sm_number(digits: &str) -> Option<u32> {

@@ -27,9 +27,13 @@
  *
  * Constructors and destructors: `__attribute__((constructor(N)))` / `__attribute__((destructor(N)))` with N from 0
  * to 65535 (leaving N out means 65535). Constructors run once, on one thread, before `main`, lowest N first;
- * destructors run at exit after every `atexit` handler, highest N first. PTX calls through a function pointer only
- * with the callee's exact prototype, so every constructor must be a `gpu_constructor_fn` (it receives `main`'s
- * arguments) and every destructor and `atexit` handler a `gpu_destructor_fn`.
+ * destructors run at exit after every `atexit` handler, highest N first. A constructor is a `gpu_constructor_fn`
+ * (it receives `main`'s arguments) or takes nothing; every destructor and `atexit` handler is a
+ * `gpu_destructor_fn`. (PTX calls through a function pointer only with the callee's exact prototype: for NVIDIA,
+ * gpu-bitcode-linker gives every constructor a wrapper that takes `main`'s arguments.)
+ *
+ * C++ programs include this header too (its declarations are `extern "C"`), and the startup's `<new>`;
+ * docs/c-programs.md lists what C++ gets: global objects, `new`/`delete` on the heap, no exceptions, no RTTI.
  */
 #ifndef GPU_STARTUP_H
 #define GPU_STARTUP_H
@@ -60,7 +64,8 @@ int main(int argc, char **argv, char **envp);
 __attribute__((__noreturn__)) void exit(int status);
 /* Ends the program at once, running no handler; the loader exits with 134. */
 __attribute__((__noreturn__)) void abort(void);
-/* Registers `handler` to run at exit; 0 on success, non-zero when the registry (63 entries) is full. */
+/* Registers `handler` to run at exit; 0 on success, non-zero when the registry (1,023 entries, shared with C++'s
+   destructors of global objects) is full. */
 int atexit(gpu_destructor_fn *handler);
 
 /* A stream: `stdin`, `stdout`, `stderr`, or a file `fopen` opened. Its contents are private to the startup. Every

@@ -2,7 +2,8 @@
 //! `posix_memalign` (which `target_runtime!` exports), and Rust's global allocator.
 //!
 //! Running out of memory is a null pointer (Rust then calls `handle_alloc_error`, whose message the startup's panic
-//! handler prints). A pointer that `free` or `realloc` cannot take (a double free, or one the heap never returned)
+//! handler prints), but for C++'s `operator new`, which must not return one: with exceptions off it ends the program
+//! with a message, as a `std::bad_alloc` that nothing catches would. A pointer that `free` or `realloc` cannot take (a double free, or one the heap never returned)
 //! ends the program with a message naming the call and the pointer, like glibc's `free(): double free detected`, and
 //! the loader exits with 134, as for `abort`.
 
@@ -41,8 +42,18 @@ impl<G: Gpu> Allocator<G> {
     /// Nothing may use the block once it is freed.
     pub unsafe fn free(&self, pointer: *mut c_void) {
         // SAFETY: the caller's guarantee.
+        unsafe { self.free_as("free", pointer) }
+    }
+
+    /// [`Allocator::free`] for a function that `call` names in the message about a bad pointer: C++'s
+    /// `operator delete` in every form.
+    ///
+    /// # Safety
+    /// As for [`Allocator::free`].
+    pub unsafe fn free_as(&self, call: &str, pointer: *mut c_void) {
+        // SAFETY: the caller's guarantee.
         if let Err(error) = unsafe { self.runtime.heap().deallocate(pointer.cast()) } {
-            self.runtime.heap_error("free", pointer.cast(), error)
+            self.runtime.heap_error(call, pointer.cast(), error)
         }
     }
 
@@ -101,6 +112,38 @@ impl<G: Gpu> Allocator<G> {
         // SAFETY: the caller guarantees `out`.
         unsafe { out.write(block) };
         0
+    }
+}
+
+impl<G: Gpu> Allocator<G> {
+    /// C++'s `operator new` (`call` names the form, `"operator new[]"` for instance), with `alignment` for the forms
+    /// that take a `std::align_val_t`: a block of `size` bytes (a block of its own for 0). Never null: when the heap
+    /// has no room, or the alignment is not a power of two, the program ends with a message naming the call (exit
+    /// 134).
+    pub fn operator_new(&self, call: &str, size: usize, alignment: Option<usize>) -> *mut c_void {
+        let block = self.operator_new_nothrow(size, alignment);
+        if block.is_null() {
+            let problem = match alignment {
+                Some(alignment) if !alignment.is_power_of_two() => "the alignment is not a power of two",
+                _ => "the device heap has no room (gpu-loader --heap-size sets its size)",
+            };
+            match alignment {
+                Some(alignment) => {
+                    self.runtime.fatal(format_args!("{call}({size}, std::align_val_t({alignment})): {problem}"))
+                }
+                None => self.runtime.fatal(format_args!("{call}({size}): {problem}")),
+            }
+        }
+        block
+    }
+
+    /// The `std::nothrow` forms of C++'s `operator new`: null where [`Allocator::operator_new`] would end the
+    /// program.
+    pub fn operator_new_nothrow(&self, size: usize, alignment: Option<usize>) -> *mut c_void {
+        match alignment {
+            Some(alignment) => self.aligned_alloc(alignment, size),
+            None => self.malloc(size),
+        }
     }
 }
 

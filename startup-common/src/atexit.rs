@@ -1,4 +1,8 @@
-//! C's `atexit` registry: bounded, safe with concurrent callers, run last-in first-out.
+//! The exit registry: C's `atexit` handlers, Rust's, and C++'s `__cxa_atexit` destructors of objects, in one list
+//! run last-in first-out, as C++ requires (an object's destructor and an `atexit` handler run in the reverse order
+//! of their registrations). Bounded, safe with concurrent callers.
+
+use core::ffi::c_void;
 
 use crate::abi::FiniCallback;
 
@@ -14,13 +18,22 @@ impl core::fmt::Display for RegistryFull {
 
 impl core::error::Error for RegistryFull {}
 
-/// A handler to run at exit: C's `void (*)(void)` or a Rust `fn()`. PTX calls through a function pointer only with
-/// the callee's exact prototype, so each kind is called through its own type, never one cast to the other.
+/// What `__cxa_atexit` registers: a C++ object's destructor (or clang's function that destroys an array of them).
+pub type CxxDestructor = unsafe extern "C" fn(object: *mut c_void);
+
+/// A handler to run at exit: C's `void (*)(void)`, a Rust `fn()`, or a C++ destructor with its object. PTX calls
+/// through a function pointer only with the callee's exact prototype, so each kind is called through its own type,
+/// never one cast to another.
 #[derive(Debug, Clone, Copy)]
 pub enum Handler {
     C(FiniCallback),
     Rust(fn()),
+    Cxx { destructor: CxxDestructor, object: *mut c_void },
 }
+
+// SAFETY: a `Cxx` handler's object is a C++ object of static storage that `__cxa_atexit` registered; it is handed
+// only to its destructor, by the one thread that runs the exit sequence.
+unsafe impl Send for Handler {}
 
 impl Handler {
     fn call(self) {
@@ -28,6 +41,8 @@ impl Handler {
             // SAFETY: C handlers are C-ABI functions taking nothing, registered through `atexit`.
             Handler::C(handler) => unsafe { handler() },
             Handler::Rust(handler) => handler(),
+            // SAFETY: `__cxa_atexit`'s contract: the destructor takes this object, which lives until it runs.
+            Handler::Cxx { destructor, object } => unsafe { destructor(object) },
         }
     }
 }
@@ -55,19 +70,19 @@ impl<const N: usize> AtExitRegistry<N> {
 
     /// Adds `handler` to run before every handler registered so far.
     pub fn register(&self, handler: Handler) -> Result<(), RegistryFull> {
-        let mut handlers = self.handlers.lock();
-        let len = handlers.len;
-        let slot = handlers.slots.get_mut(len).ok_or(RegistryFull)?;
-        *slot = Some(handler);
-        handlers.len += 1;
-        Ok(())
+        self.locked(|handlers| {
+            let len = handlers.len;
+            let slot = handlers.slots.get_mut(len).ok_or(RegistryFull)?;
+            *slot = Some(handler);
+            handlers.len += 1;
+            Ok(())
+        })
     }
 
-    /// Forgets every handler: a new run of the program's kernels starts with an empty registry.
+    /// Forgets every handler: a new run of the program's kernels starts with an empty registry. Only the count is
+    /// reset: no slot at or above it is ever read before `register` writes it.
     pub fn clear(&self) {
-        let mut handlers = self.handlers.lock();
-        handlers.slots = [None; N];
-        handlers.len = 0;
+        self.locked(|handlers| handlers.len = 0);
     }
 
     /// Runs every handler, the latest first. A handler may register another; it runs next. The lock is not held
@@ -79,10 +94,23 @@ impl<const N: usize> AtExitRegistry<N> {
     }
 
     fn pop(&self) -> Option<Handler> {
-        let mut handlers = self.handlers.lock();
-        let len = handlers.len.checked_sub(1)?;
-        handlers.len = len;
-        handlers.slots[len].take()
+        self.locked(|handlers| {
+            let len = handlers.len.checked_sub(1)?;
+            handlers.len = len;
+            handlers.slots[len].take()
+        })
+    }
+
+    /// Runs `critical` holding the lock. The section runs inside the loop: the lanes of an AMD wavefront that lost
+    /// the race spin in lockstep, so a winner that ran its section after leaving the loop would wait for them for
+    /// ever (as in the heap's page allocator).
+    fn locked<R>(&self, critical: impl FnOnce(&mut Handlers<N>) -> R) -> R {
+        loop {
+            if let Some(mut handlers) = self.handlers.try_lock() {
+                return critical(&mut handlers);
+            }
+            core::hint::spin_loop();
+        }
     }
 }
 
@@ -165,6 +193,27 @@ mod tests {
         registry.run_all();
         assert_eq!(*LOG.lock().unwrap(), [1, 2, 1]);
         assert_eq!(std::format!("{RegistryFull}"), "the atexit registry is full");
+    }
+
+    #[test]
+    fn cxx_destructors_get_their_objects_in_one_order_with_atexit_handlers() {
+        static LOG: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+        unsafe extern "C" fn destroy(object: *mut c_void) {
+            // SAFETY: every object registered below is a `u32`.
+            LOG.lock().unwrap().push(unsafe { *object.cast::<u32>() });
+        }
+        unsafe extern "C" fn handler() {
+            LOG.lock().unwrap().push(0);
+        }
+        static FIRST: u32 = 1;
+        static SECOND: u32 = 2;
+        let registry = AtExitRegistry::<4>::new();
+        let object = |value: &'static u32| (value as *const u32).cast_mut().cast::<c_void>();
+        registry.register(Handler::Cxx { destructor: destroy, object: object(&FIRST) }).unwrap();
+        registry.register(Handler::C(handler)).unwrap();
+        registry.register(Handler::Cxx { destructor: destroy, object: object(&SECOND) }).unwrap();
+        registry.run_all();
+        assert_eq!(*LOG.lock().unwrap(), [2, 0, 1]);
     }
 
     #[test]

@@ -34,6 +34,12 @@ pub unsafe trait Gpu: 'static {
     /// Lanes per warp or wavefront; at most 64 (lane masks are `u64`).
     const LANE_SIZE: u32;
 
+    /// Whether a lane may wait for another lane of its own warp: true where diverged lanes make progress
+    /// independently (NVIDIA's independent thread scheduling). Without it (an AMD wavefront runs one path at a time)
+    /// a lane that spins until another lane of its wavefront acts waits for ever, since that lane runs only once the
+    /// spinning ones leave the loop.
+    const INDEPENDENT_LANES: bool = false;
+
     /// This lane's index within its warp or wavefront, below [`Gpu::LANE_SIZE`].
     fn lane_id() -> u32;
 

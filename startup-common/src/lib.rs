@@ -20,6 +20,7 @@ pub mod abi;
 pub mod allocator;
 pub mod atexit;
 pub mod ctor;
+pub mod cxxabi;
 pub mod errno;
 pub mod files;
 pub mod gpu;
@@ -39,9 +40,10 @@ pub use startup::{CallbackArrays, Runtime};
 /// `exit`, `abort`, `atexit`, `puts`, C's streams (`stdin`, `stdout`, `stderr`, `fopen` and the functions on a
 /// `FILE *`, [`stdio`]), `remove`, `rename`, `getenv`, `errno` with `perror` and `strerror` ([`errno`]), the `printf`
 /// family ([`printf`]), the hook behind [`print!`], `malloc`, `free`, `calloc`, `realloc`, `aligned_alloc`,
-/// `posix_memalign` on the device heap, and a weak `main` for images that define none (test binaries). With the
-/// target crate's `panic-handler` feature, also the panic handler; with its `global-allocator` feature, Rust's global
-/// allocator on the same heap. The target crate enables `c_variadic` and `linkage`.
+/// `posix_memalign` on the device heap, C++'s runtime support ([`cxx_runtime!`]), and a weak `main` for images that
+/// define none (test binaries). With the target crate's `panic-handler` feature, also the panic handler; with its
+/// `global-allocator` feature, Rust's global allocator on the same heap. The target crate enables `c_variadic` and
+/// `linkage`.
 ///
 /// The target crate names its [`Gpu`] type; its kernels then call `RUNTIME.begin`, `RUNTIME.start` and
 /// `RUNTIME.end`.
@@ -490,6 +492,8 @@ macro_rules! target_runtime {
             // SAFETY: the caller passes a writable `out`, as `posix_memalign` requires.
             unsafe { ALLOCATOR.posix_memalign(out, alignment, size) }
         }
+
+        $crate::cxx_runtime!($gpu);
 
         #[cfg(feature = "panic-handler")]
         #[panic_handler]

@@ -14,8 +14,10 @@ use crate::gpu::Gpu;
 use crate::heap::{Heap, HeapError};
 use crate::rpc;
 
-/// How many `atexit` handlers fit; C requires at least 32. One slot is taken by the destructor walk.
-pub const ATEXIT_CAPACITY: usize = 64;
+/// How many handlers the exit registry holds: C's `atexit` handlers (C requires room for at least 32) and C++'s
+/// destructors of objects with static storage, one for each such object constructed. One slot is taken by the
+/// destructor walk.
+pub const ATEXIT_CAPACITY: usize = 1024;
 
 /// The exit code of a program whose thread panicked, as for a Rust program on the host.
 pub const PANIC_EXIT_CODE: c_int = 101;
@@ -299,6 +301,13 @@ impl<G: Gpu> Runtime<G> {
     /// stderr, then ends the program as [`Runtime::abort`] does: the loader exits with 134, as glibc's `free` aborts
     /// on a double free.
     pub fn heap_error(&self, call: &str, pointer: *const u8, error: HeapError) -> ! {
+        self.fatal(format_args!("{call}({pointer:p}): {error}"))
+    }
+
+    /// Reports `message` with the calling thread's coordinates on stderr, then ends the program as
+    /// [`Runtime::abort`] does (exit 134): what the runtime does where C or C++ would abort, such as a call of a pure
+    /// virtual function.
+    pub fn fatal(&self, message: core::fmt::Arguments<'_>) -> ! {
         if self.client.is_ready() {
             let ids = G::thread_ids();
             let [tx, ty, tz] = ids.thread;
@@ -306,7 +315,7 @@ impl<G: Gpu> Runtime<G> {
             crate::io::print(
                 &self.client,
                 crate::io::Stream::Stderr,
-                format_args!("{call}({pointer:p}): {error} (thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz}))\n"),
+                format_args!("{message} (thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz}))\n"),
             );
         }
         self.abort()

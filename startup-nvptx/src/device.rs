@@ -26,6 +26,7 @@ fn alone(mask: u64) -> bool {
 // mask of one lane each returns what that lane alone would (its own value, its own vote) without the instruction.
 unsafe impl Gpu for Nvptx {
     const LANE_SIZE: u32 = 32;
+    const INDEPENDENT_LANES: bool = true;
 
     fn lane_id() -> u32 {
         let lane: u32;

@@ -584,7 +584,7 @@ mod tests {
     #[test]
     fn every_program_in_the_repository_has_valid_expectations() {
         let mut count = 0;
-        for folder in ["programs", "programs-c"] {
+        for folder in ["programs", "programs-c", "programs-cpp"] {
             let programs = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
             for entry in std::fs::read_dir(programs).unwrap() {
                 let dir = entry.unwrap().path();

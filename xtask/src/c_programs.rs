@@ -1,7 +1,7 @@
-//! The C test programs: every `tests/programs-c/<name>/main.c`, compiled with clang (the same LLVM major as the
-//! nightly, so its bitcode links with Rust's) through the `cc` crate, and linked with the startup into
-//! `<out_dir>/<name>.<ext>` next to copies of its `expect.toml` and `expect.<variant>.toml` files.
-//! `docs/c-programs.md` describes the same steps for C users.
+//! The C and C++ test programs: every `tests/programs-c/<name>/main.c` and `tests/programs-cpp/<name>/main.cpp`,
+//! compiled with clang (the same LLVM major as the nightly, so its bitcode links with Rust's; C++ in clang++'s
+//! driver mode) through the `cc` crate, and linked with the startup into `<out_dir>/<name>.<ext>` next to copies of
+//! its `expect.toml` and `expect.<variant>.toml` files. `docs/c-programs.md` describes the same steps for users.
 //!
 //! The startup comes as a static library of LLVM bitcode, built once per target and arch with
 //! `cargo rustc --crate-type staticlib` in its own cargo target dir (`target/gpu-cargo/<arch>-startup`):
@@ -19,12 +19,59 @@ use xshell::{Shell, cmd};
 use crate::build::{BuiltImage, GpuTarget};
 use crate::toolchain;
 
-/// Where the C programs live, relative to the project root.
-pub const PROGRAMS_DIR: &str = "tests/programs-c";
+/// The languages of the programs built here, each with its folder of programs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Language {
+    C,
+    Cxx,
+}
+
+impl Language {
+    pub const ALL: [Language; 2] = [Language::C, Language::Cxx];
+
+    /// Where its programs live, relative to the project root.
+    pub fn programs_dir(self) -> &'static str {
+        match self {
+            Language::C => "tests/programs-c",
+            Language::Cxx => "tests/programs-cpp",
+        }
+    }
+
+    /// The one source file of a program.
+    pub fn source(self) -> &'static str {
+        match self {
+            Language::C => "main.c",
+            Language::Cxx => "main.cpp",
+        }
+    }
+
+    /// clang's flags for the language beyond [`clang_flags`]: C++ as freestanding GPU code has no exceptions, no
+    /// RTTI and no standard library beyond what the startup's headers give (`docs/c-programs.md`).
+    pub fn flags(self) -> &'static [&'static str] {
+        match self {
+            Language::C => &[],
+            Language::Cxx => &["--driver-mode=g++", "-fno-exceptions", "-fno-rtti", "-nostdinc++"],
+        }
+    }
+}
+
+/// A program of `tests/programs-c` or `tests/programs-cpp`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    pub name: String,
+    pub language: Language,
+}
+
+impl Program {
+    /// The program's folder in the project at `root`.
+    pub fn dir(&self, root: &Path) -> PathBuf {
+        root.join(self.language.programs_dir()).join(&self.name)
+    }
+}
 /// The header C programs include, relative to the project root.
 pub const INCLUDE_DIR: &str = "startup-common/include";
 
-/// Builds every C program for `target` and `arch` into `out_dir`; returns the images.
+/// Builds every C and C++ program for `target` and `arch` into `out_dir`; returns the images.
 pub fn build(
     sh: &Shell,
     target: GpuTarget,
@@ -35,7 +82,7 @@ pub fn build(
     out_dir: &Path,
 ) -> Result<Vec<BuiltImage>> {
     let root = crate::project_root();
-    let programs = c_programs(&root.join(PROGRAMS_DIR))?;
+    let programs = programs(&root)?;
     if programs.is_empty() {
         return Ok(Vec::new());
     }
@@ -48,36 +95,45 @@ pub fn build(
     let cubin_tools = crate::build::CubinTools::find(target);
     let mut images = Vec::new();
     for program in programs {
-        let source_dir = root.join(PROGRAMS_DIR).join(&program);
-        let objects = compile(&clang, target, arch, release, &source_dir.join("main.c"), &work_dir.join(&program))
-            .with_context(|| format!("compiling the C program `{program}` for {target} ({arch}) failed"))?;
-        let image = out_dir.join(format!("{program}.{}", target.image_extension()));
+        let (source_dir, Program { name, language }) = (program.dir(&root), program);
+        let source = source_dir.join(language.source());
+        let objects = compile(&clang, target, arch, release, language, &source, &work_dir.join(&name))
+            .with_context(|| format!("compiling the {language:?} program `{name}` for {target} ({arch}) failed"))?;
+        let image = out_dir.join(format!("{name}.{}", target.image_extension()));
         link(sh, target, arch, release, linker, sysroot, &objects, &startup, &image)
-            .with_context(|| format!("linking the C program `{program}` for {target} ({arch}) failed"))?;
-        crate::build::copy_expectations(&source_dir, out_dir, &program)?;
+            .with_context(|| format!("linking the {language:?} program `{name}` for {target} ({arch}) failed"))?;
+        crate::build::copy_expectations(&source_dir, out_dir, &name)?;
         if let Some(tools) = &cubin_tools {
             tools.make(sh, &image, arch)?;
         }
-        images.push(BuiltImage { program, target, arch: arch.to_owned(), path: image });
+        images.push(BuiltImage { program: name, target, arch: arch.to_owned(), path: image });
     }
-    eprintln!("xtask: built the {target} C programs for {arch} in {:.1?}", started.elapsed());
+    eprintln!("xtask: built the {target} C and C++ programs for {arch} in {:.1?}", started.elapsed());
     Ok(images)
 }
 
-/// The C programs: every folder of `dir` with a `main.c`, sorted; none when `dir` does not exist.
-pub fn c_programs(dir: &Path) -> Result<Vec<String>> {
-    if !dir.is_dir() {
-        return Ok(Vec::new());
-    }
-    let mut names = Vec::new();
-    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
-        let entry = entry?;
-        if entry.path().join("main.c").is_file() {
-            names.push(entry.file_name().to_string_lossy().into_owned());
+/// The C and C++ programs under `root`: every folder of a language's programs folder with the language's source,
+/// sorted by name. Two programs of one name (one C, one C++) would build one image: an error.
+pub fn programs(root: &Path) -> Result<Vec<Program>> {
+    let mut programs = Vec::new();
+    for language in Language::ALL {
+        let dir = root.join(language.programs_dir());
+        if !dir.is_dir() {
+            continue;
+        }
+        for entry in std::fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))? {
+            let entry = entry?;
+            if entry.path().join(language.source()).is_file() {
+                programs.push(Program { name: entry.file_name().to_string_lossy().into_owned(), language });
+            }
         }
     }
-    names.sort();
-    Ok(names)
+    programs.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(pair) = programs.windows(2).find(|pair| pair[0].name == pair[1].name) {
+        let [first, second] = [&pair[0], &pair[1]].map(|program| program.dir(root));
+        bail!("two programs are named `{}`: {} and {}", pair[0].name, first.display(), second.display());
+    }
+    Ok(programs)
 }
 
 /// The LLVM major version of the nightly (`rustc -vV`'s `LLVM version: 22.1.2`).
@@ -190,6 +246,7 @@ fn compile(
     target: GpuTarget,
     arch: &str,
     release: bool,
+    language: Language,
     source: &Path,
     out_dir: &Path,
 ) -> Result<Vec<PathBuf>> {
@@ -208,8 +265,12 @@ fn compile(
         .warnings(true)
         .extra_warnings(true)
         .include(crate::project_root().join(INCLUDE_DIR))
+        .cpp(language == Language::Cxx)
         .file(source);
     for flag in clang_flags(target, arch)? {
+        build.flag(flag);
+    }
+    for flag in language.flags() {
         build.flag(flag);
     }
     let objects = build.try_compile_intermediates().map_err(|error| anyhow::anyhow!("{error}"))?;
@@ -285,12 +346,33 @@ mod tests {
     }
 
     #[test]
-    fn every_c_program_has_a_main_and_expectations() {
-        let dir = crate::project_root().join(PROGRAMS_DIR);
-        let programs = c_programs(&dir).unwrap();
-        assert!(programs.len() >= 2, "{programs:?}");
+    fn every_c_and_cxx_program_has_a_source_and_expectations() {
+        let root = crate::project_root();
+        let programs = programs(&root).unwrap();
+        assert!(programs.iter().filter(|p| p.language == Language::C).count() >= 2, "{programs:?}");
+        assert!(programs.iter().any(|p| p.language == Language::Cxx), "{programs:?}");
         for program in programs {
-            assert!(dir.join(&program).join("expect.toml").is_file(), "{program} has no expect.toml");
+            assert!(program.dir(&root).join("expect.toml").is_file(), "{program:?} has no expect.toml");
         }
+    }
+
+    #[test]
+    fn a_name_taken_by_a_c_and_a_cxx_program_is_refused() {
+        let root = std::env::temp_dir().join(format!("xtask-programs-{}", std::process::id()));
+        for (language, name) in [(Language::C, "twice"), (Language::Cxx, "twice"), (Language::Cxx, "once")] {
+            let dir = root.join(language.programs_dir()).join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(language.source()), "").unwrap();
+        }
+        std::fs::create_dir_all(root.join("tests/programs-c/no-source")).unwrap();
+        let error = programs(&root).unwrap_err().to_string();
+        assert!(error.contains("two programs are named `twice`"), "{error}");
+        std::fs::remove_dir_all(root.join("tests/programs-c/twice")).unwrap();
+        let found = programs(&root).unwrap();
+        assert_eq!(
+            found.iter().map(|p| (p.name.as_str(), p.language)).collect::<Vec<_>>(),
+            [("once", Language::Cxx), ("twice", Language::Cxx)]
+        );
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

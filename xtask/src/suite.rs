@@ -169,14 +169,15 @@ fn host_tests(sh: &Shell) -> Result<()> {
     cmd!(sh, "cargo test --quiet -p startup-common --no-run")
         .run()
         .context("`cargo test -p startup-common` does not build")?;
-    // The RPC hand-off (2 clients and 1 server) and the heap's lock-free parts (2 or 3 threads on a slab) under loom,
-    // bounded model checking, in its own target folder because `--cfg loom` changes every crate's build.
+    // The RPC hand-off (2 clients and 1 server), the heap's lock-free parts (2 or 3 threads on a slab) and the guard
+    // of C++'s function-local statics under loom, bounded model checking, in its own target folder because
+    // `--cfg loom` changes every crate's build.
     let loom_target = crate::project_root().join("target/loom");
     cmd!(sh, "cargo test --quiet --release -p startup-common --features host --lib loom")
         .env("RUSTFLAGS", "--cfg loom")
         .env("CARGO_TARGET_DIR", &loom_target)
         .run()
-        .context("the loom models of the RPC protocol and the heap failed")?;
+        .context("the loom models of the RPC protocol, the heap and the C++ guards failed")?;
     // The protocol's tests under Miri (undefined behaviour, data races, aliasing): the unit tests, and the simulated
     // warps (lane groups of several threads; ports of their own in block memory, and shared ones).
     crate::toolchain::ensure_component(sh, "miri")?;
@@ -198,6 +199,11 @@ fn host_tests(sh: &Shell) -> Result<()> {
         .env("CARGO_TARGET_DIR", crate::project_root().join("target/miri"))
         .run()
         .context("the heap's tests with many threads failed under Miri")?;
+    // The exit registry and the guards of C++'s function-local statics, with real threads, under Miri.
+    cmd!(sh, "cargo miri test --quiet -p startup-common --features host --lib -- atexit cxxabi")
+        .env("CARGO_TARGET_DIR", crate::project_root().join("target/miri"))
+        .run()
+        .context("the exit registry's and the C++ guards' tests failed under Miri")?;
     // A short run of each fuzz target over the committed corpus (the long runs are in docs/failures.md).
     crate::fuzz::smoke(sh, 10)?;
     if Path::new("/usr/include/hsa/hsa.h").is_file() {

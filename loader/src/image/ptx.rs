@@ -198,33 +198,84 @@ pub(super) fn kernels(text: &str) -> Result<Vec<KernelSignature>, String> {
             continue;
         }
         let name = tokens.next_if(|token| !is_punctuation(token)).unwrap_or_default();
-        let mut param_sizes = Vec::new();
-        if tokens.next_if_eq(&"(").is_some() {
-            // Each parameter is read as its tokens come, so an unterminated list costs no memory.
-            let mut param = Param::default();
-            loop {
-                let Some(token) = tokens.next() else {
-                    return Err(format!("unterminated parameter list of `{name}`"));
-                };
-                if token == "," || token == ")" {
-                    if let Some(first) = param.first {
-                        let size = param.size().ok_or_else(|| {
-                            format!("cannot read parameter `{}` of `{name}`", one_line(text, first, param.last))
-                        })?;
-                        param_sizes.push(size);
-                    }
-                    param = Param::default();
-                    if token == ")" {
-                        break;
-                    }
-                } else {
-                    param.push(token);
-                }
-            }
-        }
+        let param_sizes = parameter_sizes(text, name, &mut tokens)?;
         kernels.push(KernelSignature { name: name.to_owned(), param_sizes });
     }
     Ok(kernels)
+}
+
+/// The sizes of the parameters of `name` when `tokens` are at its parameter list (none when they are not at a `(`).
+/// Each parameter is read as its tokens come, so an unterminated list costs no memory.
+fn parameter_sizes<'a>(
+    text: &'a str,
+    name: &str,
+    tokens: &mut core::iter::Peekable<Tokens<'a>>,
+) -> Result<Vec<u64>, String> {
+    let mut sizes = Vec::new();
+    if tokens.next_if_eq(&"(").is_none() {
+        return Ok(sizes);
+    }
+    let mut param = Param::default();
+    loop {
+        let Some(token) = tokens.next() else {
+            return Err(format!("unterminated parameter list of `{name}`"));
+        };
+        if token == "," || token == ")" {
+            if let Some(first) = param.first {
+                let size = param.size().ok_or_else(|| {
+                    format!("cannot read parameter `{}` of `{name}`", one_line(text, first, param.last))
+                })?;
+                sizes.push(size);
+            }
+            param = Param::default();
+            if token == ")" {
+                return Ok(sizes);
+            }
+        } else {
+            param.push(token);
+        }
+    }
+}
+
+/// A constructor or destructor global whose initializer names a function: the global, the function, and the
+/// function's parameter sizes (`None` when the image defines or declares no function of that name).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct CallbackTarget<'a> {
+    pub global: &'a str,
+    pub function: &'a str,
+    pub param_sizes: Option<Vec<u64>>,
+}
+
+/// Every global named with one of `prefixes` (the constructor and destructor globals) whose initializer is a
+/// function (`.u64 __init_array_object_f_101 = f;`), with that function's parameters, from its `.func` header.
+pub(super) fn callback_targets<'a>(text: &'a str, prefixes: &[&str]) -> Result<Vec<CallbackTarget<'a>>, String> {
+    let mut functions: Vec<(&str, Vec<u64>)> = Vec::new();
+    let mut targets: Vec<(&str, &str)> = Vec::new();
+    let mut tokens = Tokens::new(text).peekable();
+    while let Some(token) = tokens.next() {
+        if token == ".func" {
+            // `.func (.param .b32 func_retval0) name(.param .b32 name_param_0, ...)`; a declaration without
+            // parameters may leave out the parentheses.
+            if tokens.next_if_eq(&"(").is_some() {
+                tokens.by_ref().find(|&token| token == ")");
+            }
+            let Some(name) = tokens.next_if(|token| !is_punctuation(token)) else { continue };
+            functions.push((name, parameter_sizes(text, name, &mut tokens)?));
+        } else if prefixes.iter().any(|prefix| token.starts_with(prefix))
+            && tokens.next_if_eq(&"=").is_some()
+            && let Some(function) = tokens.next_if(|token| !is_punctuation(token))
+        {
+            targets.push((token, function));
+        }
+    }
+    Ok(targets
+        .into_iter()
+        .map(|(global, function)| CallbackTarget {
+            global,
+            function,
+            param_sizes: functions.iter().find(|(name, _)| *name == function).map(|(_, sizes)| sizes.clone()),
+        })
+        .collect())
 }
 
 /// One parameter declaration, read token by token: `.param .u64 x`, `.param .align 8 .b8 x[48]`,

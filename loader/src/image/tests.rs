@@ -10,6 +10,7 @@ const PTX: &str = r#"
 .version 7.8
 .target sm_90
 .address_size 64
+.func f(.param .b32 f_param_0, .param .b64 f_param_1, .param .b64 f_param_2);
 .visible .global .align 8 .u64 __init_array_object_ctor_101 = f;
 .visible .global .align 8 .u64 __init_array_start;
 .global .align 4 .b8 hidden[4];
@@ -93,6 +94,38 @@ fn ptx_kernels_have_their_parameter_sizes() {
     let sizes: Vec<_> = kernels.iter().map(|k| (k.name.as_str(), k.param_sizes.clone())).collect();
     assert_eq!(sizes, [("_begin", vec![56]), ("_start", vec![40]), ("_end", vec![8])]);
     image(PTX.as_bytes()).unwrap().check_startup_abi().unwrap();
+}
+
+#[test]
+fn constructors_and_destructors_must_have_the_startups_prototypes() {
+    let destructor = PTX.replace(
+        ".visible .global .align 8 .u64 __init_array_start;",
+        ".func (.param .b32 func_retval0) d()\n{ ret; }\n.visible .global .align 8 .u64 __fini_array_object_d_1 = d;",
+    );
+    image(destructor.as_bytes()).unwrap().check_startup_abi().unwrap();
+    for (from, to, problem) in [
+        (
+            ".func f(.param .b32 f_param_0, .param .b64 f_param_1, .param .b64 f_param_2);",
+            ".func f\n;",
+            "constructor global `__init_array_object_ctor_101` names `f`, which takes parameters of [] bytes, but the \
+             startup calls a constructor with main's arguments",
+        ),
+        ("= f;", "= g;", "constructor global `__init_array_object_ctor_101` names `g`, which is no function"),
+        (
+            "__init_array_object_ctor_101 = f;",
+            "__fini_array_object_ctor_101 = f;",
+            "destructor global `__fini_array_object_ctor_101` names `f`, which takes parameters of [4, 8, 8] bytes",
+        ),
+        (
+            ".param .b64 f_param_2);",
+            ".param .b64 f_param_2[);",
+            "cannot read parameter `.param .b64 f_param_2[` of `f`",
+        ),
+    ] {
+        let wrong = PTX.replace(from, to);
+        let error = image(wrong.as_bytes()).unwrap().check_startup_abi().unwrap_err().to_string();
+        assert!(error.contains(problem), "{error}");
+    }
 }
 
 #[test]

@@ -40,7 +40,7 @@ pub fn trap() -> ! {
 }
 
 /// Registers `handler` to run at exit, before every handler registered so far and before the destructors. Fails
-/// when the registry (63 handlers, C's `atexit` shares it) is full.
+/// when the registry (1,023 handlers, shared with C's `atexit` and C++'s destructors of global objects) is full.
 ///
 /// ```no_run
 /// #![no_std]
