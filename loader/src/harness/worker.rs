@@ -13,9 +13,10 @@ use startup_common::abi::LaunchParams;
 
 use super::protocol::{Ending, OutputFrames, Report, RunRequest, RunResult};
 use crate::args::ArgBlock;
+use crate::backend::Backend;
 use crate::error::{LoaderError, Result};
 use crate::image::{Image, Platform};
-use crate::run::{Backend, RunOptions, Session};
+use crate::run::{RunOptions, Session};
 use crate::status::RunStatus;
 
 /// Runs the worker to the end; returns its exit code (0 once the runner closes the stream, 1 after an error).
@@ -37,10 +38,15 @@ fn start(options: &RunOptions) -> Result<()> {
     match image.kind.platform() {
         Platform::Cuda => {
             let gpus = crate::cuda::init_driver()?;
-            run_tests(crate::cuda::CudaBackend::load(options, &image, &constructors)?, gpus, options, &arguments)
+            run_tests(
+                crate::cuda::CudaBackend::load(&options.device_options(), &image, &constructors)?,
+                gpus,
+                options,
+                &arguments,
+            )
         }
         Platform::Hsa => {
-            let backend = crate::hsa::HsaBackend::load(options, &image)?;
+            let backend = crate::hsa::HsaBackend::load(&options.device_options(), &image)?;
             let gpus = backend.gpu_count()?;
             run_tests(backend, gpus, options, &arguments)
         }

@@ -29,9 +29,9 @@ use std::time::Duration;
 
 use startup_common::abi::LaunchParams;
 
+use crate::backend::{Backend, DeviceOptions, HostMapped, Kernel, Progress, ResourceUsage};
 use crate::error::{LoaderError, Result};
 use crate::image::Image;
-use crate::run::{Backend, HostMapped, Kernel, Progress, ResourceUsage, RunOptions};
 use dispatch::{Geometry, KernelCode};
 use metadata::{CodeObjectMetadata, KernelMetadata};
 
@@ -203,7 +203,7 @@ unsafe extern "C" fn collect_pool(pool: sys::hsa_amd_memory_pool_t, data: *mut c
 impl HsaBackend {
     /// Checks the image's kernels against the startup ABI, opens the runtime and GPU `options.device`, loads the
     /// code object and creates the queue.
-    pub fn load(options: &RunOptions, image: &Image) -> Result<Self> {
+    pub fn load(options: &DeviceOptions, image: &Image) -> Result<Self> {
         let bad_image = |problem: String| LoaderError::BadImage { path: image.path.clone(), problem };
         // The image is checked first: that needs no GPU, so a machine without one still reports a bad image.
         let code_object = CodeObjectMetadata::read(&image.bytes).map_err(bad_image)?;
@@ -235,7 +235,7 @@ impl HsaBackend {
             queue: std::ptr::null_mut(),
             allocations: Vec::new(),
             dispatches: Vec::new(),
-            profiling: options.verbose,
+            profiling: options.kernel_times,
         };
         // SAFETY: the handler is a plain function that only touches `FAULTS`; it lives as long as the process.
         let status = unsafe { api.hsa_amd_register_system_event_handler(Some(on_system_event), std::ptr::null_mut()) };

@@ -3,6 +3,7 @@
 //! as `gpu-loader` runs them.
 
 use super::*;
+use crate::backend::{Progress, ResourceUsage};
 use crate::server::tests::{Capture, Scribbler, first_packet_of_a_write};
 use crate::status::RunStatus;
 use startup_common::gpu::HostThread;
