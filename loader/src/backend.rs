@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use startup_common::abi::{self, LaunchParams};
+use startup_common::abi::{Kernel, LaunchParams};
 
 use crate::error::Result;
 
@@ -18,26 +18,6 @@ pub struct DeviceOptions {
     pub stack_size: usize,
     /// Measure how long each kernel ran ([`Backend::kernel_times`]).
     pub kernel_times: bool,
-}
-
-/// Which of the three kernels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kernel {
-    Begin,
-    Start,
-    End,
-}
-
-impl Kernel {
-    pub const ALL: [Kernel; 3] = [Kernel::Begin, Kernel::Start, Kernel::End];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Kernel::Begin => abi::BEGIN_KERNEL,
-            Kernel::Start => abi::START_KERNEL,
-            Kernel::End => abi::END_KERNEL,
-        }
-    }
 }
 
 /// Memory the host and the device both address.

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys::{self, CUdevice_attribute as Attr, CUfunction_attribute as FnAttr};
-use startup_common::abi::{FINI_ARRAY_END, FINI_ARRAY_START, INIT_ARRAY_END, INIT_ARRAY_START, LaunchParams};
+use startup_common::abi::{FINI_ARRAY_END, FINI_ARRAY_START, INIT_ARRAY_END, INIT_ARRAY_START, Kernel, LaunchParams};
 
-use crate::backend::{Backend, DeviceOptions, HostMapped, Kernel, Progress, ResourceUsage};
+use crate::backend::{Backend, DeviceOptions, HostMapped, Progress, ResourceUsage};
 use crate::ctors::ConstructorTable;
 use crate::error::{LoaderError, Result};
 use crate::image::{Image, ImageKind};

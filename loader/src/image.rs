@@ -201,12 +201,7 @@ impl Image {
             return metadata.startup_kernels().map(drop).map_err(|p| bad(&self.path, &p));
         }
         let kernels = self.kernel_signatures()?;
-        let expected = [
-            (abi::BEGIN_KERNEL, size_of::<abi::BeginArgs>()),
-            (abi::START_KERNEL, size_of::<abi::StartArgs>()),
-            (abi::END_KERNEL, size_of::<abi::EndArgs>()),
-        ];
-        for (name, size) in expected {
+        for (name, size) in abi::Kernel::ALL.map(|kernel| (kernel.name(), kernel.arg_size())) {
             let Some(kernel) = kernels.iter().find(|k| k.name == name) else {
                 return Err(bad(&self.path, &format!("has no `{name}` kernel: was it linked with the GPU startup?")));
             };

@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use startup_common::abi::{self, BeginArgs, Control, EndArgs, KernelArgs, LaunchParams, MainFn, StartArgs};
+use startup_common::abi::{self, BeginArgs, Control, EndArgs, Kernel, KernelArgs, LaunchParams, MainFn, StartArgs};
 use startup_common::rpc::{self, HostCalls};
 
 use crate::args::ArgBlock;
-use crate::backend::{Backend, DeviceOptions, HostMapped, Kernel};
+use crate::backend::{Backend, DeviceOptions, HostMapped};
 use crate::error::{LoaderError, Result};
 use crate::image::{Image, Platform};
 use crate::server::HostServer;

@@ -27,9 +27,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use startup_common::abi::LaunchParams;
+use startup_common::abi::{Kernel, LaunchParams};
 
-use crate::backend::{Backend, DeviceOptions, HostMapped, Kernel, Progress, ResourceUsage};
+use crate::backend::{Backend, DeviceOptions, HostMapped, Progress, ResourceUsage};
 use crate::error::{LoaderError, Result};
 use crate::image::Image;
 use dispatch::{Geometry, KernelCode};

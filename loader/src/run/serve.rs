@@ -4,11 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use startup_common::abi::{self, Control};
+use startup_common::abi::{self, Control, Kernel};
 use startup_common::startup::PANIC_EXIT_CODE;
 
 use super::{PANIC_GRACE, RunReport, panicked_threads, pending_signal};
-use crate::backend::{Backend, Kernel, Progress};
+use crate::backend::{Backend, Progress};
 use crate::error::{LoaderError, Result};
 use crate::server::{GiveUpReason, GivenUp, HostServer, Outcome};
 use crate::status::RunStatus;
