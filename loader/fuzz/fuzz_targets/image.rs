@@ -8,8 +8,8 @@
 use std::path::Path;
 
 use gpu_loader::ctors::ConstructorTable;
-use gpu_loader::hsa::metadata::CodeObjectMetadata;
 use gpu_loader::image::Image;
+use gpu_loader::image::amd_metadata::CodeObjectMetadata;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

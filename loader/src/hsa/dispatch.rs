@@ -6,8 +6,8 @@ use std::ffi::c_void;
 
 use startup_common::abi::LaunchParams;
 
-use super::metadata::KernelArg;
 use super::sys;
+use crate::image::amd_metadata::KernelArg;
 
 /// A dispatch's shape in AQL terms: work-group size in work-items, grid size in work-items, and dimensions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,7 +10,6 @@
 //! GPU and what only one can verify.
 
 pub mod dispatch;
-pub mod metadata;
 #[allow(
     non_camel_case_types,
     non_upper_case_globals,
@@ -32,8 +31,8 @@ use startup_common::abi::{Kernel, LaunchParams};
 use crate::backend::{Backend, DeviceOptions, HostMapped, Progress, ResourceUsage};
 use crate::error::{LoaderError, Result};
 use crate::image::Image;
+use crate::image::amd_metadata::KernelMetadata;
 use dispatch::{Geometry, KernelCode};
-use metadata::{CodeObjectMetadata, KernelMetadata};
 
 /// The ROCm runtime's soname.
 pub const LIBRARY: &str = "libhsa-runtime64.so.1";
@@ -204,10 +203,11 @@ impl HsaBackend {
     /// Checks the image's kernels against the startup ABI, opens the runtime and GPU `options.device`, loads the
     /// code object and creates the queue.
     pub fn load(options: &DeviceOptions, image: &Image) -> Result<Self> {
-        let bad_image = |problem: String| LoaderError::BadImage { path: image.path.clone(), problem };
         // The image is checked first: that needs no GPU, so a machine without one still reports a bad image.
-        let code_object = CodeObjectMetadata::read(&image.bytes).map_err(bad_image)?;
-        let (metadata, wavefront_size) = code_object.startup_kernels().map_err(bad_image)?;
+        let code_object = image.amd_metadata()?;
+        let (metadata, wavefront_size) = code_object
+            .startup_kernels()
+            .map_err(|problem| LoaderError::BadImage { path: image.path.clone(), problem })?;
         let metadata = metadata.map(Clone::clone);
 
         let api = runtime()?;

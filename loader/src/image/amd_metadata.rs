@@ -4,8 +4,8 @@
 //!
 //! The loader reads it for three things: to check that `_begin`, `_start` and `_end` take exactly the startup ABI's
 //! structs as their explicit arguments (explicit arguments come first; hidden ones have a `value_kind` starting with
-//! `hidden_`), to fill the hidden arguments it knows (see `dispatch::kernarg_segment`), and for the wavefront size
-//! and resource counts.
+//! `hidden_`), to fill the hidden arguments it knows (see `hsa::dispatch::kernarg_segment`), and for the wavefront
+//! size and resource counts. [`Image::amd_metadata`](super::Image::amd_metadata) parses it once per image.
 
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
 use rmpv::Value;
