@@ -31,8 +31,9 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn check(metadata: &CodeObjectMetadata) {
-    // `startup_kernels` adds argument offsets and sizes unchecked (hsa/metadata.rs; reported in docs/failures.md):
-    // `Image::check_startup_abi` refuses arguments past 4 GiB before calling it, and so does this target.
+    // `startup_kernels` adds argument offsets and sizes unchecked (image/amd_metadata.rs; reported in
+    // docs/failures.md): `Image::check_startup_abi` refuses arguments past 4 GiB before calling it, and so does this
+    // target.
     let sane = |value: u64| value <= u64::from(u32::MAX);
     if metadata
         .kernels
