@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::server::ServerError;
+
 /// A loader failure. Each message is one line naming the problem.
 #[derive(Debug, thiserror::Error)]
 pub enum LoaderError {
@@ -28,9 +30,9 @@ pub enum LoaderError {
     #[error("the program ended without reporting an exit code (the RPC channel never received `exit`)")]
     NoExitReported,
     /// The RPC server failed (the message starts with `RPC: `), or a file the program left open could not be written
-    /// out when the run ended.
-    #[error("{0}")]
-    Rpc(String),
+    /// out when the run ended. The server's own message is the whole message.
+    #[error(transparent)]
+    Rpc(#[from] ServerError),
 }
 
 pub type Result<T, E = LoaderError> = std::result::Result<T, E>;

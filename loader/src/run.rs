@@ -316,7 +316,7 @@ impl<B: Backend> Session<B> {
         self.backend.launch(Kernel::End, &LaunchParams::SINGLE, self.end.as_bytes())?;
         let outcome = serve::serve(&mut self.backend, &mut self.server, timeout, self.control);
         // The output held for files goes into them before they are closed.
-        let flushed = self.server.close_files().map_err(|error| LoaderError::Rpc(error.to_string()));
+        let flushed = self.server.close_files().map_err(LoaderError::from);
         let mut report = outcome?;
         flushed?;
         report.panicked_threads = panicked_threads(self.control);

@@ -39,9 +39,7 @@ pub(super) fn serve<B: Backend>(
     let mut idle_since: Option<Instant> = None;
     let mut busy_passes = 0u32;
     loop {
-        let outcome = server
-            .poll_watched(&mut || client_cannot_answer(backend, deadline))
-            .map_err(|error| LoaderError::Rpc(error.to_string()))?;
+        let outcome = server.poll_watched(&mut || client_cannot_answer(backend, deadline))?;
         let worked = server.served_last_poll();
         let client_stopped = lost.collect(server)?;
         if let Some(outcome) = outcome {
@@ -185,7 +183,7 @@ impl LostMessages {
         if given_up.is_empty() {
             return Ok(false);
         }
-        server.flush_complete_messages().map_err(|error| LoaderError::Rpc(error.to_string()))?;
+        server.flush_complete_messages()?;
         let mut client_stopped = false;
         for message in given_up {
             self.count += 1;
@@ -233,15 +231,13 @@ fn settle<B: Backend>(backend: &mut B, server: &mut HostServer, lost: &mut LostM
 fn drain<B: Backend>(backend: &mut B, server: &mut HostServer, lost: &mut LostMessages) -> Result<()> {
     let deadline = Instant::now() + DRAIN_LIMIT;
     loop {
-        server
-            .poll_watched(&mut || client_cannot_answer(backend, Some(deadline)))
-            .map_err(|error| LoaderError::Rpc(error.to_string()))?;
+        server.poll_watched(&mut || client_cannot_answer(backend, Some(deadline)))?;
         lost.collect(server)?;
         if !server.served_last_poll() || Instant::now() >= deadline {
             break;
         }
     }
-    server.flush().map_err(|error| LoaderError::Rpc(error.to_string()))
+    Ok(server.flush()?)
 }
 
 /// Whether a client that keeps the server waiting in the middle of a message may never answer, so that the server

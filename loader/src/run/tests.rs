@@ -143,6 +143,11 @@ fn an_unserved_message_is_an_error_and_the_waiting_kernel_is_left_alone() {
     let error = run_on(backend, &options, &arguments(), Instant::now()).unwrap_err();
     let torn_down = torn_down.load(Ordering::SeqCst);
     assert!(error.to_string().starts_with("RPC: no handler for opcode 0x4242 (port "), "{error}");
+    // The server's error travels whole: a caller can tell which message failed without parsing the text.
+    assert!(
+        matches!(error, LoaderError::Rpc(crate::server::ServerError::UnknownOpcode { opcode: 0x4242, .. })),
+        "{error:?}"
+    );
     assert!(!torn_down, "the backend was torn down while a kernel waits");
 }
 
