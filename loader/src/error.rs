@@ -25,8 +25,6 @@ pub enum LoaderError {
     Driver { api: &'static str, message: String },
     #[error("cannot reserve a device heap of {size} bytes (--heap-size): {source}")]
     Heap { size: u64, source: Box<LoaderError> },
-    #[error("device fault in kernel `{kernel}`: {message}")]
-    DeviceFault { kernel: &'static str, message: String },
     #[error("the program ended without reporting an exit code (the RPC channel never received `exit`)")]
     NoExitReported,
     /// The RPC server failed (the message starts with `RPC: `), or a file the program left open could not be written

@@ -116,6 +116,17 @@ fn run_one<B: Backend>(
                 RunStatus::Interrupted(signal) => {
                     Ending::Error(format!("interrupted by signal {signal} after {:.1?}", started.elapsed()))
                 }
+                // A fault names its kernel; the test counts as having run, and the context is lost with it.
+                ref fault @ RunStatus::Faulted { .. } => {
+                    return RunResult {
+                        ending: Ending::Fault(fault.to_string()),
+                        panicked_threads: 0,
+                        finished: false,
+                        worker_ends: true,
+                        constructors_ran: true,
+                        messages_given_up: 0,
+                    };
+                }
             };
             let messages_given_up = u32::try_from(report.messages_given_up).unwrap_or(u32::MAX);
             RunResult {
@@ -130,13 +141,9 @@ fn run_one<B: Backend>(
             }
         }
         Err(error) => {
-            let ending = match error {
-                LoaderError::DeviceFault { .. } => Ending::Fault(error.to_string()),
-                error => Ending::Error(error.to_string()),
-            };
-            // A fault names its kernel; the test counts as having run.
+            // The loader failed around a test that started: the test counts as having run.
             RunResult {
-                ending,
+                ending: Ending::Error(error.to_string()),
                 panicked_threads: 0,
                 finished: false,
                 worker_ends: true,

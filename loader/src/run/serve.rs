@@ -99,7 +99,8 @@ pub(super) fn serve<B: Backend>(
                 drain(backend, server, &mut lost)?;
                 // SAFETY: the control block is host-mapped memory the backend keeps alive; the kernels only write it.
                 let progress = unsafe { std::ptr::addr_of!((*control).progress).read_volatile() };
-                return Err(LoaderError::DeviceFault { kernel: faulted_kernel(progress).name(), message });
+                let status = RunStatus::Faulted { kernel: faulted_kernel(progress), message };
+                return Ok(lost.into_report(status, false));
             }
         }
         if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
@@ -201,7 +202,7 @@ impl LostMessages {
     /// The report of a run that ended with `status`: messages not yet reported are now, when nothing else explains
     /// them.
     fn into_report(self, status: RunStatus, finished: bool) -> RunReport {
-        if !matches!(status, RunStatus::TimedOut | RunStatus::Interrupted(_)) {
+        if !matches!(status, RunStatus::TimedOut | RunStatus::Interrupted(_) | RunStatus::Faulted { .. }) {
             for message in &self.unreported {
                 eprintln!("gpu-loader: {message}");
             }
