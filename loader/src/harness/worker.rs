@@ -116,17 +116,8 @@ fn run_one<B: Backend>(
                 RunStatus::Interrupted(signal) => {
                     Ending::Error(format!("interrupted by signal {signal} after {:.1?}", started.elapsed()))
                 }
-                // A fault names its kernel; the test counts as having run, and the context is lost with it.
-                ref fault @ RunStatus::Faulted { .. } => {
-                    return RunResult {
-                        ending: Ending::Fault(fault.to_string()),
-                        panicked_threads: 0,
-                        finished: false,
-                        worker_ends: true,
-                        constructors_ran: true,
-                        messages_given_up: 0,
-                    };
-                }
+                // A fault names its kernel; the context is lost with it.
+                ref fault @ RunStatus::Faulted { .. } => return context_lost(Ending::Fault(fault.to_string())),
             };
             let messages_given_up = u32::try_from(report.messages_given_up).unwrap_or(u32::MAX);
             RunResult {
@@ -140,16 +131,19 @@ fn run_one<B: Backend>(
                 messages_given_up,
             }
         }
-        Err(error) => {
-            // The loader failed around a test that started: the test counts as having run.
-            RunResult {
-                ending: Ending::Error(error.to_string()),
-                panicked_threads: 0,
-                finished: false,
-                worker_ends: true,
-                constructors_ran: true,
-                messages_given_up: 0,
-            }
-        }
+        Err(error) => context_lost(Ending::Error(error.to_string())),
+    }
+}
+
+/// A test that started and ended with `ending` (a fault, or the loader's failure around it), leaving a context that
+/// the next test must not use: the test counts as having run, and the worker ends.
+fn context_lost(ending: Ending) -> RunResult {
+    RunResult {
+        ending,
+        panicked_threads: 0,
+        finished: false,
+        worker_ends: true,
+        constructors_ran: true,
+        messages_given_up: 0,
     }
 }

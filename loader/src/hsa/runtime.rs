@@ -1,7 +1,8 @@
 //! The checked-call layer over the bindgen bindings ([`sys`](super::sys)), as cudarc's `result` is over its `sys`:
 //! the runtime opened once per process ([`runtime`]), and each `hsa_*` call the backend makes as a method of
 //! [`Runtime`] that returns `Result<_, HsaError>`, its status decoded once, where it failed. Out-parameters become
-//! return values; callers never see an `hsa_status_t`.
+//! return values; callers never see an `hsa_status_t`. The file is one short method per runtime function the loader
+//! calls, each with its safety contract, so its length follows that list.
 
 use std::ffi::{CStr, c_void};
 use std::sync::OnceLock;
@@ -104,6 +105,21 @@ impl Runtime {
         }
     }
 
+    /// One attribute of a `*_get_info` call: `get` passes the runtime a pointer to a `T` that starts as `initial`.
+    ///
+    /// # Safety
+    /// `T` must be the type the runtime writes through the pointer `get` passes on.
+    unsafe fn info<T: Copy>(
+        &self,
+        call: &'static str,
+        initial: T,
+        get: impl FnOnce(*mut c_void) -> sys::hsa_status_t,
+    ) -> Result<T> {
+        let mut value = initial;
+        self.check(call, get((&raw mut value).cast()))?;
+        Ok(value)
+    }
+
     /// `hsa_init`: reference counted, undone by [`Runtime::shut_down`].
     pub fn init(&self) -> Result<()> {
         // SAFETY: no preconditions.
@@ -149,11 +165,10 @@ impl Runtime {
         attribute: sys::hsa_agent_info_t,
         initial: T,
     ) -> Result<T> {
-        let mut value = initial;
-        // SAFETY: `value` has the attribute's type (caller's contract).
-        let status = unsafe { self.api.hsa_agent_get_info(agent, attribute, (&raw mut value).cast()) };
-        self.check("hsa_agent_get_info", status)?;
-        Ok(value)
+        // SAFETY: the pointer is to a `T`, the attribute's type (caller's contract).
+        unsafe {
+            self.info("hsa_agent_get_info", initial, |value| self.api.hsa_agent_get_info(agent, attribute, value))
+        }
     }
 
     /// The memory pools of `agent`.
@@ -176,11 +191,12 @@ impl Runtime {
         attribute: sys::hsa_amd_memory_pool_info_t,
         initial: T,
     ) -> Result<T> {
-        let mut value = initial;
-        // SAFETY: `value` has the attribute's type (caller's contract).
-        let status = unsafe { self.api.hsa_amd_memory_pool_get_info(pool, attribute, (&raw mut value).cast()) };
-        self.check("hsa_amd_memory_pool_get_info", status)?;
-        Ok(value)
+        // SAFETY: the pointer is to a `T`, the attribute's type (caller's contract).
+        unsafe {
+            self.info("hsa_amd_memory_pool_get_info", initial, |value| {
+                self.api.hsa_amd_memory_pool_get_info(pool, attribute, value)
+            })
+        }
     }
 
     /// One `hsa_system_get_info` attribute.
@@ -188,11 +204,8 @@ impl Runtime {
     /// # Safety
     /// `T` must be the type the runtime writes for `attribute` (`initial` only gives it a value first).
     pub unsafe fn system_info<T: Copy>(&self, attribute: sys::hsa_system_info_t, initial: T) -> Result<T> {
-        let mut value = initial;
-        // SAFETY: `value` has the attribute's type (caller's contract).
-        let status = unsafe { self.api.hsa_system_get_info(attribute, (&raw mut value).cast()) };
-        self.check("hsa_system_get_info", status)?;
-        Ok(value)
+        // SAFETY: the pointer is to a `T`, the attribute's type (caller's contract).
+        unsafe { self.info("hsa_system_get_info", initial, |value| self.api.hsa_system_get_info(attribute, value)) }
     }
 
     /// A code object reader over `bytes`.
@@ -298,11 +311,12 @@ impl Runtime {
         attribute: sys::hsa_executable_symbol_info_t,
         initial: T,
     ) -> Result<T> {
-        let mut value = initial;
-        // SAFETY: `value` has the attribute's type (caller's contract).
-        let status = unsafe { self.api.hsa_executable_symbol_get_info(symbol, attribute, (&raw mut value).cast()) };
-        self.check("hsa_executable_symbol_get_info", status)?;
-        Ok(value)
+        // SAFETY: the pointer is to a `T`, the attribute's type (caller's contract).
+        unsafe {
+            self.info("hsa_executable_symbol_get_info", initial, |value| {
+                self.api.hsa_executable_symbol_get_info(symbol, attribute, value)
+            })
+        }
     }
 
     /// A multi-producer queue of `size` packets on `agent`, whose errors go to `on_error` with `data`; the runtime
