@@ -126,11 +126,17 @@ fn run_or_test(options: &RunOptions, device: Option<usize>, args: &[OsString]) -
     }
     crate::install_signal_handlers()?;
     let report = run_image(options, &image, started)?;
-    if report.status == RunStatus::TimedOut {
-        eprintln!(
+    match report.status {
+        RunStatus::TimedOut => eprintln!(
             "gpu-loader: the program ran past its {:?} timeout and was stopped",
             options.timeout.unwrap_or_default()
-        );
+        ),
+        // The fault is the whole story: threads that panicked before it are not counted.
+        RunStatus::Faulted { .. } => {
+            eprintln!("gpu-loader: {}", one_line(&report.status.to_string()));
+            return Ok(report.exit_code());
+        }
+        _ => {}
     }
     report_panics(&report);
     Ok(report.exit_code())

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys::{self, CUdevice_attribute as Attr, CUfunction_attribute as FnAttr};
-use startup_common::abi::{FINI_ARRAY_END, FINI_ARRAY_START, INIT_ARRAY_END, INIT_ARRAY_START, LaunchParams};
+use startup_common::abi::{FINI_ARRAY_END, FINI_ARRAY_START, INIT_ARRAY_END, INIT_ARRAY_START, Kernel, LaunchParams};
 
+use crate::backend::{Backend, DeviceOptions, HostMapped, Progress, ResourceUsage};
 use crate::ctors::ConstructorTable;
 use crate::error::{LoaderError, Result};
 use crate::image::{Image, ImageKind};
-use crate::run::{Backend, HostMapped, Kernel, Progress, ResourceUsage, RunOptions};
 
 /// One program's CUDA state: the primary context of its device, the module, one stream and every allocation.
 pub struct CudaBackend {
@@ -57,7 +57,7 @@ pub fn init_driver() -> Result<c_uint> {
 
 impl CudaBackend {
     /// Opens device `options.device`, loads the image and builds its constructor arrays from `constructors`.
-    pub fn load(options: &RunOptions, image: &Image, constructors: &ConstructorTable) -> Result<Self> {
+    pub fn load(options: &DeviceOptions, image: &Image, constructors: &ConstructorTable) -> Result<Self> {
         let count = init_driver()?;
         if options.device >= count as usize {
             return Err(LoaderError::BadLaunch(format!(
@@ -99,7 +99,7 @@ impl CudaBackend {
         backend.install_constructors(constructors)?;
         backend.stream =
             result::stream::create(result::stream::StreamKind::NonBlocking).map_err(driver_error("cuStreamCreate"))?;
-        if options.verbose {
+        if options.kernel_times {
             let mut events = [std::ptr::null_mut(); 4];
             for event in &mut events {
                 *event = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)

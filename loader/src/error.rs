@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::server::ServerError;
+
 /// A loader failure. Each message is one line naming the problem.
 #[derive(Debug, thiserror::Error)]
 pub enum LoaderError {
@@ -23,14 +25,12 @@ pub enum LoaderError {
     Driver { api: &'static str, message: String },
     #[error("cannot reserve a device heap of {size} bytes (--heap-size): {source}")]
     Heap { size: u64, source: Box<LoaderError> },
-    #[error("device fault in kernel `{kernel}`: {message}")]
-    DeviceFault { kernel: &'static str, message: String },
     #[error("the program ended without reporting an exit code (the RPC channel never received `exit`)")]
     NoExitReported,
     /// The RPC server failed (the message starts with `RPC: `), or a file the program left open could not be written
-    /// out when the run ended.
-    #[error("{0}")]
-    Rpc(String),
+    /// out when the run ended. The server's own message is the whole message.
+    #[error(transparent)]
+    Rpc(#[from] ServerError),
 }
 
 pub type Result<T, E = LoaderError> = std::result::Result<T, E>;

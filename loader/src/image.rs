@@ -1,17 +1,21 @@
-//! GPU images: which architecture an image is for, the symbols the loader needs from it, and the static check that
-//! its kernels match the ABI (`docs/abi.md`).
+//! GPU images: which architecture an image is for, the symbols the loader needs from it, an AMD code object's
+//! metadata ([`amd_metadata`], parsed once per image), and the static check that its kernels match the ABI
+//! (`docs/abi.md`).
 
+pub mod amd_metadata;
 mod cubin;
 mod ptx;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use object::read::elf::{ElfFile, FileHeader, SectionHeader};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 use startup_common::abi;
 
 use crate::error::{LoaderError, Result};
+use amd_metadata::CodeObjectMetadata;
 
 const EM_CUDA: u16 = 190;
 const EM_AMDGPU: u16 = 224;
@@ -68,6 +72,8 @@ pub struct Image {
     pub kind: ImageKind,
     /// The whole file; for PTX, without the NUL bytes that may pad its end (as NVRTC's output ends with one).
     pub bytes: Vec<u8>,
+    /// An AMD code object's metadata note, parsed when first asked for ([`Image::amd_metadata`]), or why it cannot be.
+    amd_metadata: OnceLock<std::result::Result<CodeObjectMetadata, String>>,
 }
 
 impl Image {
@@ -103,7 +109,19 @@ impl Image {
         if kind == ImageKind::Ptx {
             bytes.truncate(ptx_len(path, &bytes)?);
         }
-        Ok(Self { path: path.to_owned(), kind, bytes })
+        Ok(Self { path: path.to_owned(), kind, bytes, amd_metadata: OnceLock::new() })
+    }
+
+    /// An AMD code object's metadata note (`NT_AMDGPU_METADATA`), parsed the first time it is asked for: the image
+    /// check and the HSA backend read the same parse.
+    pub fn amd_metadata(&self) -> Result<&CodeObjectMetadata> {
+        if self.kind != ImageKind::AmdCodeObject {
+            return Err(bad(&self.path, "is not an AMD code object: it has no AMDGPU metadata"));
+        }
+        self.amd_metadata
+            .get_or_init(|| CodeObjectMetadata::read(&self.bytes))
+            .as_ref()
+            .map_err(|problem| bad(&self.path, problem))
     }
 
     /// The names of the image's defined global symbols (kernels and variables).
@@ -195,18 +213,12 @@ impl Image {
     /// [`cubin::compiled_whole_program`]).
     pub fn check_startup_abi(&self) -> Result<()> {
         if self.kind == ImageKind::AmdCodeObject {
-            let metadata =
-                crate::hsa::metadata::CodeObjectMetadata::read(&self.bytes).map_err(|p| bad(&self.path, &p))?;
-            check_argument_extents(&metadata).map_err(|p| bad(&self.path, &p))?;
+            let metadata = self.amd_metadata()?;
+            check_argument_extents(metadata).map_err(|p| bad(&self.path, &p))?;
             return metadata.startup_kernels().map(drop).map_err(|p| bad(&self.path, &p));
         }
         let kernels = self.kernel_signatures()?;
-        let expected = [
-            (abi::BEGIN_KERNEL, size_of::<abi::BeginArgs>()),
-            (abi::START_KERNEL, size_of::<abi::StartArgs>()),
-            (abi::END_KERNEL, size_of::<abi::EndArgs>()),
-        ];
-        for (name, size) in expected {
+        for (name, size) in abi::Kernel::ALL.map(|kernel| (kernel.name(), kernel.arg_size())) {
             let Some(kernel) = kernels.iter().find(|k| k.name == name) else {
                 return Err(bad(&self.path, &format!("has no `{name}` kernel: was it linked with the GPU startup?")));
             };
@@ -279,7 +291,7 @@ impl Image {
 
 /// A kernarg segment is at most a few KiB (the AQL packet's size field is a `u32`): arguments past 4 GiB are
 /// corrupt metadata, refused before the ABI check adds offsets and sizes.
-fn check_argument_extents(metadata: &crate::hsa::metadata::CodeObjectMetadata) -> std::result::Result<(), String> {
+fn check_argument_extents(metadata: &CodeObjectMetadata) -> std::result::Result<(), String> {
     for kernel in &metadata.kernels {
         let too_far = |value: u64| value > u64::from(u32::MAX);
         if too_far(kernel.kernarg_segment_size) {

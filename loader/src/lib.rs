@@ -39,6 +39,7 @@
 //! [`cli::main`] is `gpu-loader` with one's own host calls.
 
 pub mod args;
+pub mod backend;
 pub mod cli;
 pub mod ctors;
 pub mod cuda;

@@ -7,10 +7,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use startup_common::abi::{self, BeginArgs, Control, EndArgs, KernelArgs, LaunchParams, MainFn, StartArgs};
+use startup_common::abi::{self, BeginArgs, Control, EndArgs, Kernel, KernelArgs, LaunchParams, MainFn, StartArgs};
 use startup_common::rpc::{self, HostCalls};
 
 use crate::args::ArgBlock;
+use crate::backend::{Backend, DeviceOptions, HostMapped};
 use crate::error::{LoaderError, Result};
 use crate::image::{Image, Platform};
 use crate::server::HostServer;
@@ -84,78 +85,10 @@ impl RunOptions {
             host_calls: HostCalls::new(),
         }
     }
-}
 
-/// Which of the three kernels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kernel {
-    Begin,
-    Start,
-    End,
-}
-
-impl Kernel {
-    pub const ALL: [Kernel; 3] = [Kernel::Begin, Kernel::Start, Kernel::End];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Kernel::Begin => abi::BEGIN_KERNEL,
-            Kernel::Start => abi::START_KERNEL,
-            Kernel::End => abi::END_KERNEL,
-        }
-    }
-}
-
-/// Memory the host and the device both address.
-#[derive(Clone, Copy, Debug)]
-pub struct HostMapped {
-    pub host: *mut u8,
-    pub device: u64,
-    pub len: usize,
-}
-
-/// A kernel's resources, for `--print-resource-usage`.
-#[derive(Clone, Debug, Default)]
-pub struct ResourceUsage {
-    pub registers: Option<u32>,
-    pub shared_bytes: u64,
-    pub local_bytes: u64,
-    pub max_threads_per_block: Option<u32>,
-}
-
-/// Whether the queued kernels are done.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Progress {
-    Running,
-    Finished,
-    /// The device reported an error; the message names it (`CUDA_ERROR_ILLEGAL_ADDRESS: ...`).
-    Faulted(String),
-}
-
-/// What a GPU platform provides. Implementations: `cuda::CudaBackend`, `hsa::HsaBackend`. Allocations live until
-/// the backend is dropped.
-pub trait Backend {
-    /// Lanes per warp or wavefront on this device.
-    fn lane_size(&self) -> u32;
-    /// Checks the launch against the device's limits.
-    fn check_launch(&self, params: &LaunchParams) -> Result<()>;
-    /// Zeroed host memory the device can read and write.
-    fn alloc_host_mapped(&mut self, len: usize) -> Result<HostMapped>;
-    /// Zeroed device memory.
-    fn alloc_device(&mut self, len: usize) -> Result<u64>;
-    /// Copies `bytes` to device memory at `address`, synchronously.
-    fn copy_to_device(&mut self, address: u64, bytes: &[u8]) -> Result<()>;
-    /// Queues `kernel` on the grid `params` with `args` as its one argument. Kernels run in queue order.
-    fn launch(&mut self, kernel: Kernel, params: &LaunchParams, args: &[u8]) -> Result<()>;
-    /// Whether everything queued has finished, without waiting.
-    fn poll(&mut self) -> Result<Progress>;
-    /// The kernels' resources.
-    fn resource_usage(&self, kernel: Kernel) -> Result<ResourceUsage>;
-    /// The device address of the image's global `name` (a test's entry global).
-    fn global_address(&mut self, name: &str) -> Result<u64>;
-    /// How long each kernel ran, where the backend measured it (`verbose`).
-    fn kernel_times(&mut self) -> Option<[Duration; 3]> {
-        None
+    /// What a backend needs of these options to open the device and load the image.
+    pub fn device_options(&self) -> DeviceOptions {
+        DeviceOptions { device: self.device, stack_size: self.stack_size, kernel_times: self.verbose }
     }
 }
 
@@ -210,11 +143,11 @@ pub fn run_image(options: &RunOptions, image: &Image, started: Instant) -> Resul
     let arguments = ArgBlock::new(&argv, &options.env)?;
     match image.kind.platform() {
         Platform::Cuda => {
-            let backend = crate::cuda::CudaBackend::load(options, image, &constructors)?;
+            let backend = crate::cuda::CudaBackend::load(&options.device_options(), image, &constructors)?;
             run_on(backend, options, &arguments, started)
         }
         Platform::Hsa => {
-            let backend = crate::hsa::HsaBackend::load(options, image)?;
+            let backend = crate::hsa::HsaBackend::load(&options.device_options(), image)?;
             run_on(backend, options, &arguments, started)
         }
     }
@@ -383,7 +316,7 @@ impl<B: Backend> Session<B> {
         self.backend.launch(Kernel::End, &LaunchParams::SINGLE, self.end.as_bytes())?;
         let outcome = serve::serve(&mut self.backend, &mut self.server, timeout, self.control);
         // The output held for files goes into them before they are closed.
-        let flushed = self.server.close_files().map_err(|error| LoaderError::Rpc(error.to_string()));
+        let flushed = self.server.close_files().map_err(LoaderError::from);
         let mut report = outcome?;
         flushed?;
         report.panicked_threads = panicked_threads(self.control);

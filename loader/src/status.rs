@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use startup_common::abi::Kernel;
+
 use crate::error::LoaderError;
 
 /// Exit code for `abort()` on the device, as for a host process killed by SIGABRT.
@@ -21,7 +23,7 @@ pub const USAGE_EXIT_CODE: i32 = 2;
 pub const WIDE_STATUS_EXIT_CODE: i32 = 255;
 
 /// How the program ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RunStatus {
     /// `exit(status)` on the device, or `main` returned (the OR of every thread's result). The status word as it
     /// came: a `c_int`, or any 64-bit value when the device wrote over the message.
@@ -32,6 +34,9 @@ pub enum RunStatus {
     TimedOut,
     /// The loader received this signal (SIGINT, SIGTERM) and stopped the program.
     Interrupted(i32),
+    /// The device reported a fault (a trap, an illegal address or instruction; on AMD a GPU memory fault or a queue
+    /// error) while `kernel` ran, as the startup's progress markers tell; `message` is the platform's report.
+    Faulted { kernel: Kernel, message: String },
 }
 
 /// The process exit code (0 to 255) for a device status: its low 8 bits, as a host process's `exit` keeps them (-1
@@ -46,12 +51,13 @@ pub fn status_exit_code(status: i64) -> i32 {
 
 impl RunStatus {
     /// The loader's process exit code for this ending.
-    pub fn exit_code(self) -> i32 {
-        match self {
+    pub fn exit_code(&self) -> i32 {
+        match *self {
             RunStatus::Exited(status) => status_exit_code(status),
             RunStatus::Aborted => ABORT_EXIT_CODE,
             RunStatus::TimedOut => TIMEOUT_EXIT_CODE,
             RunStatus::Interrupted(signal) => 128 + signal,
+            RunStatus::Faulted { .. } => DEVICE_FAULT_EXIT_CODE,
         }
     }
 }
@@ -63,6 +69,9 @@ impl fmt::Display for RunStatus {
             RunStatus::Aborted => f.write_str("aborted"),
             RunStatus::TimedOut => f.write_str("timed out"),
             RunStatus::Interrupted(signal) => write!(f, "interrupted by signal {signal}"),
+            RunStatus::Faulted { kernel, message } => {
+                write!(f, "device fault in kernel `{}`: {message}", kernel.name())
+            }
         }
     }
 }
@@ -93,12 +102,10 @@ impl RunReport {
     }
 }
 
-/// The loader's process exit code for a run that ended with `error`.
-pub fn error_exit_code(error: &LoaderError) -> i32 {
-    match error {
-        LoaderError::DeviceFault { .. } => DEVICE_FAULT_EXIT_CODE,
-        _ => LOADER_ERROR_EXIT_CODE,
-    }
+/// The loader's process exit code for a run that ended with `error` rather than a [`RunStatus`]: the program did not
+/// end in any of the ways it can, so the loader failed.
+pub fn error_exit_code(_error: &LoaderError) -> i32 {
+    LOADER_ERROR_EXIT_CODE
 }
 
 #[cfg(test)]
@@ -112,8 +119,9 @@ mod tests {
         assert_eq!(RunStatus::TimedOut.exit_code(), 124);
         assert_eq!(RunStatus::Interrupted(2).exit_code(), 130);
         assert_eq!(RunStatus::Interrupted(15).exit_code(), 143);
-        let fault = LoaderError::DeviceFault { kernel: "_start", message: "trap".into() };
-        assert_eq!(error_exit_code(&fault), 139);
+        let fault = RunStatus::Faulted { kernel: Kernel::Start, message: "trap".into() };
+        assert_eq!(fault.exit_code(), 139);
+        assert_eq!(fault.to_string(), "device fault in kernel `_start`: trap");
         assert_eq!(error_exit_code(&LoaderError::NoExitReported), 1);
     }
 

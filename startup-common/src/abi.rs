@@ -1,5 +1,5 @@
-//! The kernel ABI between `gpu-loader` and the startup: the one argument each kernel takes, and the names the loader
-//! looks up. The loader uses these very types to build the arguments, so the two sides cannot drift apart.
+//! The kernel ABI between `gpu-loader` and the startup: the three kernels ([`Kernel`]), the one argument each takes,
+//! and the names the loader looks up. The loader uses these very types to build the arguments, so the two sides cannot drift apart.
 //! `docs/abi.md` describes the whole contract.
 //!
 //! Every kernel takes exactly one parameter, one of the structs below, passed by value: a `.param` aggregate on
@@ -7,14 +7,45 @@
 
 use core::ffi::{c_char, c_int, c_void};
 
-/// Name of the kernel that runs the constructors, on one thread.
-pub const BEGIN_KERNEL: &str = "_begin";
-/// Name of the kernel that runs `main` on the user's grid.
-pub const START_KERNEL: &str = "_start";
-/// Name of the kernel that runs the exit sequence, on one thread.
-pub const END_KERNEL: &str = "_end";
-/// The three kernels, in launch order.
-pub const KERNELS: [&str; 3] = [BEGIN_KERNEL, START_KERNEL, END_KERNEL];
+/// The three kernels of the startup: the one list of their names and arguments, which the loader's launches, its
+/// image checks (PTX, cubin and AMD metadata) and the nvptx linker's export list all read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    /// `_begin`: runs the constructors, on one thread; takes [`BeginArgs`].
+    Begin,
+    /// `_start`: runs `main` (or a test) on the user's grid; takes [`StartArgs`].
+    Start,
+    /// `_end`: runs the exit sequence, on one thread; takes [`EndArgs`].
+    End,
+}
+
+impl Kernel {
+    /// The three kernels, in launch order.
+    pub const ALL: [Kernel; 3] = [Kernel::Begin, Kernel::Start, Kernel::End];
+
+    /// The kernel's symbol (on AMD its descriptor is this name with `.kd` appended).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kernel::Begin => "_begin",
+            Kernel::Start => "_start",
+            Kernel::End => "_end",
+        }
+    }
+
+    /// Bytes of the kernel's one parameter: the size of its argument struct.
+    pub const fn arg_size(self) -> usize {
+        match self {
+            Kernel::Begin => size_of::<BeginArgs>(),
+            Kernel::Start => size_of::<StartArgs>(),
+            Kernel::End => size_of::<EndArgs>(),
+        }
+    }
+
+    /// The kernel's place in launch order (0 to 2), for tables of one entry per kernel.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
 
 /// The user's entry point: `int main(int argc, char **argv, char **envp)`.
 pub const MAIN_SYMBOL: &str = "main";
@@ -214,6 +245,13 @@ mod tests {
         for align in [align_of::<BeginArgs>(), align_of::<StartArgs>(), align_of::<EndArgs>()] {
             assert_eq!(align, 8);
         }
+    }
+
+    /// The kernel list gives the names the target crates spell and the sizes of the structs above, in launch order.
+    #[test]
+    fn the_kernel_list_names_each_kernel_and_its_argument() {
+        let list = Kernel::ALL.map(|kernel| (kernel.name(), kernel.arg_size(), kernel.index()));
+        assert_eq!(list, [("_begin", 56, 0), ("_start", 40, 1), ("_end", 8, 2)]);
     }
 
     #[test]

@@ -208,7 +208,7 @@ fn session(images: &Path, program: &str, args: &[&str]) -> Result<Session<CudaBa
     options.launch = LaunchParams { threads: [1024, 1, 1], blocks: [1, 1, 1] };
     // `rpc-latency` makes its round trips with the test operations.
     options.host_calls = startup_common::rpc::testing::operations();
-    let backend = CudaBackend::load(&options, &image, &ConstructorTable::of(&image)?)?;
+    let backend = CudaBackend::load(&options.device_options(), &image, &ConstructorTable::of(&image)?)?;
     let mut argv: Vec<OsString> = vec![path.into_os_string()];
     argv.extend(args.iter().map(OsString::from));
     Ok(Session::new(backend, &options, &ArgBlock::new(&argv, &[])?)?)

@@ -8,8 +8,8 @@
 use std::path::Path;
 
 use gpu_loader::ctors::ConstructorTable;
-use gpu_loader::hsa::metadata::CodeObjectMetadata;
 use gpu_loader::image::Image;
+use gpu_loader::image::amd_metadata::CodeObjectMetadata;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -31,8 +31,9 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn check(metadata: &CodeObjectMetadata) {
-    // `startup_kernels` adds argument offsets and sizes unchecked (hsa/metadata.rs; reported in docs/failures.md):
-    // `Image::check_startup_abi` refuses arguments past 4 GiB before calling it, and so does this target.
+    // `startup_kernels` adds argument offsets and sizes unchecked (image/amd_metadata.rs; reported in
+    // docs/failures.md): `Image::check_startup_abi` refuses arguments past 4 GiB before calling it, and so does this
+    // target.
     let sane = |value: u64| value <= u64::from(u32::MAX);
     if metadata
         .kernels

@@ -13,9 +13,10 @@ use startup_common::abi::LaunchParams;
 
 use super::protocol::{Ending, OutputFrames, Report, RunRequest, RunResult};
 use crate::args::ArgBlock;
+use crate::backend::Backend;
 use crate::error::{LoaderError, Result};
 use crate::image::{Image, Platform};
-use crate::run::{Backend, RunOptions, Session};
+use crate::run::{RunOptions, Session};
 use crate::status::RunStatus;
 
 /// Runs the worker to the end; returns its exit code (0 once the runner closes the stream, 1 after an error).
@@ -37,10 +38,15 @@ fn start(options: &RunOptions) -> Result<()> {
     match image.kind.platform() {
         Platform::Cuda => {
             let gpus = crate::cuda::init_driver()?;
-            run_tests(crate::cuda::CudaBackend::load(options, &image, &constructors)?, gpus, options, &arguments)
+            run_tests(
+                crate::cuda::CudaBackend::load(&options.device_options(), &image, &constructors)?,
+                gpus,
+                options,
+                &arguments,
+            )
         }
         Platform::Hsa => {
-            let backend = crate::hsa::HsaBackend::load(options, &image)?;
+            let backend = crate::hsa::HsaBackend::load(&options.device_options(), &image)?;
             let gpus = backend.gpu_count()?;
             run_tests(backend, gpus, options, &arguments)
         }
@@ -110,6 +116,8 @@ fn run_one<B: Backend>(
                 RunStatus::Interrupted(signal) => {
                     Ending::Error(format!("interrupted by signal {signal} after {:.1?}", started.elapsed()))
                 }
+                // A fault names its kernel; the context is lost with it.
+                ref fault @ RunStatus::Faulted { .. } => return context_lost(Ending::Fault(fault.to_string())),
             };
             let messages_given_up = u32::try_from(report.messages_given_up).unwrap_or(u32::MAX);
             RunResult {
@@ -123,20 +131,19 @@ fn run_one<B: Backend>(
                 messages_given_up,
             }
         }
-        Err(error) => {
-            let ending = match error {
-                LoaderError::DeviceFault { .. } => Ending::Fault(error.to_string()),
-                error => Ending::Error(error.to_string()),
-            };
-            // A fault names its kernel; the test counts as having run.
-            RunResult {
-                ending,
-                panicked_threads: 0,
-                finished: false,
-                worker_ends: true,
-                constructors_ran: true,
-                messages_given_up: 0,
-            }
-        }
+        Err(error) => context_lost(Ending::Error(error.to_string())),
+    }
+}
+
+/// A test that started and ended with `ending` (a fault, or the loader's failure around it), leaving a context that
+/// the next test must not use: the test counts as having run, and the worker ends.
+fn context_lost(ending: Ending) -> RunResult {
+    RunResult {
+        ending,
+        panicked_threads: 0,
+        finished: false,
+        worker_ends: true,
+        constructors_ran: true,
+        messages_given_up: 0,
     }
 }

@@ -6,8 +6,8 @@ use std::ffi::c_void;
 
 use startup_common::abi::LaunchParams;
 
-use super::metadata::KernelArg;
 use super::sys;
+use crate::image::amd_metadata::KernelArg;
 
 /// A dispatch's shape in AQL terms: work-group size in work-items, grid size in work-items, and dimensions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,18 +18,29 @@ pub struct Geometry {
     pub grid_size: [u32; 3],
 }
 
+/// A launch that no AQL packet can describe.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GeometryError {
+    #[error("{threads} threads per block in {axis} do not fit an AQL packet")]
+    BlockTooLarge { threads: u32, axis: &'static str },
+    #[error("{threads} threads times {blocks} blocks in {axis} exceed 2^32 work-items")]
+    GridTooLarge { threads: u32, blocks: u32, axis: &'static str },
+}
+
 impl Geometry {
     /// CUDA's blocks and threads as AQL sizes: a work-group is a block, the grid counts work-items (threads times
     /// blocks on each axis).
-    pub fn new(params: &LaunchParams) -> Result<Self, String> {
+    pub fn new(params: &LaunchParams) -> Result<Self, GeometryError> {
         let mut workgroup_size = [0u16; 3];
         let mut grid_size = [0u32; 3];
         for axis in 0..3 {
             let [threads, blocks] = [params.threads[axis], params.blocks[axis]];
-            workgroup_size[axis] = u16::try_from(threads)
-                .map_err(|_| format!("{threads} threads per block in {} do not fit an AQL packet", axis_name(axis)))?;
-            grid_size[axis] = threads.checked_mul(blocks).ok_or_else(|| {
-                format!("{threads} threads times {blocks} blocks in {} exceed 2^32 work-items", axis_name(axis))
+            workgroup_size[axis] =
+                u16::try_from(threads).map_err(|_| GeometryError::BlockTooLarge { threads, axis: axis_name(axis) })?;
+            grid_size[axis] = threads.checked_mul(blocks).ok_or(GeometryError::GridTooLarge {
+                threads,
+                blocks,
+                axis: axis_name(axis),
             })?;
         }
         let dimensions = match grid_size {
@@ -205,11 +216,12 @@ mod tests {
     #[test]
     fn geometry_rejects_what_a_packet_cannot_hold() {
         let error = Geometry::new(&params([65536, 1, 1], [1, 1, 1])).unwrap_err();
-        assert!(error.contains("65536 threads per block in x"), "{error}");
+        assert_eq!(error, GeometryError::BlockTooLarge { threads: 65536, axis: "x" });
+        assert_eq!(error.to_string(), "65536 threads per block in x do not fit an AQL packet");
         let error = Geometry::new(&params([1, 1, 1024], [1, 1, 1 << 22])).unwrap_err();
-        assert!(error.contains("in z exceed 2^32"), "{error}");
+        assert!(error.to_string().contains("in z exceed 2^32"), "{error}");
         let error = Geometry::new(&params([1024, 1, 1], [1 << 22, 1, 1])).unwrap_err();
-        assert!(error.contains("in x exceed"), "{error}");
+        assert_eq!(error, GeometryError::GridTooLarge { threads: 1024, blocks: 1 << 22, axis: "x" });
     }
 
     #[test]

@@ -88,6 +88,26 @@ fn initialized_globals_are_read_from_ptx_and_elf() {
     assert_eq!(globals, [("FIXTURE_BYTES".to_owned(), Ok(b"bytes".to_vec()))]);
 }
 
+/// The image check and the HSA backend read one parse of the metadata note; an image of another kind has none.
+#[test]
+fn amd_metadata_is_parsed_once_per_image() {
+    let amd = image(include_bytes!("../../tests/fixtures/startup-abi.gfx90a.elf")).unwrap();
+    amd.check_startup_abi().unwrap();
+    let first = amd.amd_metadata().unwrap();
+    assert!(std::ptr::eq(first, amd.amd_metadata().unwrap()));
+    assert_eq!(first.startup_kernels().unwrap().1, Some(64));
+    let error = image(PTX.as_bytes()).unwrap().amd_metadata().unwrap_err().to_string();
+    assert!(error.ends_with("is not an AMD code object: it has no AMDGPU metadata"), "{error}");
+    // A broken note is reported the same each time it is asked for.
+    let mut broken = include_bytes!("../../tests/fixtures/startup-abi.gfx90a.elf").to_vec();
+    let at = broken.windows(6).position(|w| w == b"AMDGPU").expect("the note's owner");
+    broken[at] = b'X';
+    let broken = image(&broken).unwrap();
+    let first = broken.amd_metadata().unwrap_err().to_string();
+    assert_eq!(first, broken.amd_metadata().unwrap_err().to_string());
+    assert_eq!(first, broken.check_startup_abi().unwrap_err().to_string());
+}
+
 #[test]
 fn ptx_kernels_have_their_parameter_sizes() {
     let kernels = image(PTX.as_bytes()).unwrap().kernel_signatures().unwrap();
@@ -176,7 +196,7 @@ fn a_directory_and_a_missing_file_are_named() {
 
 #[test]
 fn amd_arguments_past_4_gib_are_refused_before_any_arithmetic() {
-    use crate::hsa::metadata::{CodeObjectMetadata, KernelArg, KernelMetadata};
+    use crate::image::amd_metadata::{CodeObjectMetadata, KernelArg, KernelMetadata};
     let arg = |offset, size| KernelArg { offset, size, value_kind: "by_value".into() };
     let metadata = |args, kernarg_segment_size| CodeObjectMetadata {
         target: None,

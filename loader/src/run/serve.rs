@@ -4,10 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use startup_common::abi::{self, Control};
+use startup_common::abi::{self, Control, Kernel};
 use startup_common::startup::PANIC_EXIT_CODE;
 
-use super::{Backend, Kernel, PANIC_GRACE, Progress, RunReport, panicked_threads, pending_signal};
+use super::{PANIC_GRACE, RunReport, panicked_threads, pending_signal};
+use crate::backend::{Backend, Progress};
 use crate::error::{LoaderError, Result};
 use crate::server::{GiveUpReason, GivenUp, HostServer, Outcome};
 use crate::status::RunStatus;
@@ -38,9 +39,7 @@ pub(super) fn serve<B: Backend>(
     let mut idle_since: Option<Instant> = None;
     let mut busy_passes = 0u32;
     loop {
-        let outcome = server
-            .poll_watched(&mut || client_cannot_answer(backend, deadline))
-            .map_err(|error| LoaderError::Rpc(error.to_string()))?;
+        let outcome = server.poll_watched(&mut || client_cannot_answer(backend, deadline))?;
         let worked = server.served_last_poll();
         let client_stopped = lost.collect(server)?;
         if let Some(outcome) = outcome {
@@ -100,7 +99,8 @@ pub(super) fn serve<B: Backend>(
                 drain(backend, server, &mut lost)?;
                 // SAFETY: the control block is host-mapped memory the backend keeps alive; the kernels only write it.
                 let progress = unsafe { std::ptr::addr_of!((*control).progress).read_volatile() };
-                return Err(LoaderError::DeviceFault { kernel: faulted_kernel(progress).name(), message });
+                let status = RunStatus::Faulted { kernel: faulted_kernel(progress), message };
+                return Ok(lost.into_report(status, false));
             }
         }
         if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
@@ -184,7 +184,7 @@ impl LostMessages {
         if given_up.is_empty() {
             return Ok(false);
         }
-        server.flush_complete_messages().map_err(|error| LoaderError::Rpc(error.to_string()))?;
+        server.flush_complete_messages()?;
         let mut client_stopped = false;
         for message in given_up {
             self.count += 1;
@@ -202,7 +202,7 @@ impl LostMessages {
     /// The report of a run that ended with `status`: messages not yet reported are now, when nothing else explains
     /// them.
     fn into_report(self, status: RunStatus, finished: bool) -> RunReport {
-        if !matches!(status, RunStatus::TimedOut | RunStatus::Interrupted(_)) {
+        if !matches!(status, RunStatus::TimedOut | RunStatus::Interrupted(_) | RunStatus::Faulted { .. }) {
             for message in &self.unreported {
                 eprintln!("gpu-loader: {message}");
             }
@@ -232,15 +232,13 @@ fn settle<B: Backend>(backend: &mut B, server: &mut HostServer, lost: &mut LostM
 fn drain<B: Backend>(backend: &mut B, server: &mut HostServer, lost: &mut LostMessages) -> Result<()> {
     let deadline = Instant::now() + DRAIN_LIMIT;
     loop {
-        server
-            .poll_watched(&mut || client_cannot_answer(backend, Some(deadline)))
-            .map_err(|error| LoaderError::Rpc(error.to_string()))?;
+        server.poll_watched(&mut || client_cannot_answer(backend, Some(deadline)))?;
         lost.collect(server)?;
         if !server.served_last_poll() || Instant::now() >= deadline {
             break;
         }
     }
-    server.flush().map_err(|error| LoaderError::Rpc(error.to_string()))
+    Ok(server.flush()?)
 }
 
 /// Whether a client that keeps the server waiting in the middle of a message may never answer, so that the server

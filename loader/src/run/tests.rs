@@ -3,6 +3,7 @@
 //! as `gpu-loader` runs them.
 
 use super::*;
+use crate::backend::{Progress, ResourceUsage};
 use crate::server::tests::{Capture, Scribbler, first_packet_of_a_write};
 use crate::status::RunStatus;
 use startup_common::gpu::HostThread;
@@ -142,6 +143,11 @@ fn an_unserved_message_is_an_error_and_the_waiting_kernel_is_left_alone() {
     let error = run_on(backend, &options, &arguments(), Instant::now()).unwrap_err();
     let torn_down = torn_down.load(Ordering::SeqCst);
     assert!(error.to_string().starts_with("RPC: no handler for opcode 0x4242 (port "), "{error}");
+    // The server's error travels whole: a caller can tell which message failed without parsing the text.
+    assert!(
+        matches!(error, LoaderError::Rpc(crate::server::ServerError::UnknownOpcode { opcode: 0x4242, .. })),
+        "{error:?}"
+    );
     assert!(!torn_down, "the backend was torn down while a kernel waits");
 }
 
@@ -211,7 +217,8 @@ fn a_failing_or_unserved_host_call_ends_the_run() {
 }
 
 /// A kernel that faults while the server waits for the rest of a message ends the run as a device fault: the
-/// server does not wait for the message for ever.
+/// server does not wait for the message for ever. The fault is how the program ended, exit code and all, named
+/// after the kernel the progress markers point at.
 #[test]
 fn a_fault_in_the_middle_of_a_message_ends_the_run() {
     let (report, _) = run_stand_in(
@@ -219,9 +226,11 @@ fn a_fault_in_the_middle_of_a_message_ends_the_run() {
         Progress::Faulted("stand-in fault".into()),
         Box::new(|client, _| first_packet_of_a_write(client, Stream::Stderr, 500, b"cut short")),
     );
-    let error = report.unwrap_err();
-    assert!(error.to_string().starts_with("device fault in kernel"), "{error}");
-    assert_eq!(crate::status::error_exit_code(&error), 139);
+    let report = report.unwrap();
+    assert_eq!(report.status, RunStatus::Faulted { kernel: Kernel::Begin, message: "stand-in fault".into() });
+    assert_eq!(report.status.to_string(), "device fault in kernel `_begin`: stand-in fault");
+    assert_eq!(report.exit_code(), 139);
+    assert!(!report.finished, "a faulted context is left to the process exit");
 }
 
 #[test]
@@ -286,7 +295,7 @@ fn a_stalled_message_is_given_up_and_the_run_goes_on() {
         }),
     );
     let report = report.unwrap();
-    assert_eq!((report.status, report.messages_given_up), (RunStatus::Exited(0), 1));
+    assert_eq!((report.status.clone(), report.messages_given_up), (RunStatus::Exited(0), 1));
     assert_eq!(report.exit_code(), 1);
     let mut lines: Vec<&str> = output.lines().collect();
     lines.sort();
@@ -329,7 +338,7 @@ fn a_wide_exit_status_is_not_zero() {
     for status in [256, -256] {
         let (report, _) = run_stand_in(&options(), Progress::Finished, Box::new(move |client, _| client.exit(status)));
         let report = report.unwrap();
-        assert_eq!((report.status, report.exit_code()), (RunStatus::Exited(status.into()), 255));
+        assert_eq!((report.status.clone(), report.exit_code()), (RunStatus::Exited(status.into()), 255));
     }
 }
 

@@ -4,8 +4,8 @@
 //!
 //! The loader reads it for three things: to check that `_begin`, `_start` and `_end` take exactly the startup ABI's
 //! structs as their explicit arguments (explicit arguments come first; hidden ones have a `value_kind` starting with
-//! `hidden_`), to fill the hidden arguments it knows (see `dispatch::kernarg_segment`), and for the wavefront size
-//! and resource counts.
+//! `hidden_`), to fill the hidden arguments it knows (see `hsa::dispatch::kernarg_segment`), and for the wavefront
+//! size and resource counts. [`Image::amd_metadata`](super::Image::amd_metadata) parses it once per image.
 
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
 use rmpv::Value;
@@ -88,9 +88,8 @@ impl CodeObjectMetadata {
     /// The metadata of `_begin`, `_start` and `_end`, each checked against the startup ABI's struct, and their common
     /// wavefront size.
     pub fn startup_kernels(&self) -> Result<([&KernelMetadata; 3], Option<u32>), String> {
-        let sizes = [size_of::<abi::BeginArgs>(), size_of::<abi::StartArgs>(), size_of::<abi::EndArgs>()];
         let mut found = Vec::with_capacity(3);
-        for (name, size) in abi::KERNELS.into_iter().zip(sizes) {
+        for (name, size) in abi::Kernel::ALL.map(|kernel| (kernel.name(), kernel.arg_size())) {
             let kernel = self.kernel(name).ok_or_else(|| {
                 format!("has no `{name}` kernel in its AMDGPU metadata: was it linked with the GPU startup?")
             })?;

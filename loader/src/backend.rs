@@ -1,0 +1,73 @@
+//! What a GPU platform provides to a run: the [`Backend`] trait, the types its methods take and return, and the
+//! [`DeviceOptions`] a backend is opened with. Implementations: `cuda::CudaBackend`, `hsa::HsaBackend`; `run` drives
+//! either through this trait alone.
+
+use std::time::Duration;
+
+use startup_common::abi::{Kernel, LaunchParams};
+
+use crate::error::Result;
+
+/// What a backend needs to know to open its device and load a program: the part of the run's options that reaches
+/// the platform.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceOptions {
+    /// GPU ordinal, among the platform's GPUs.
+    pub device: usize,
+    /// Bytes of stack per GPU thread, where the platform lets the host set it (CUDA; on AMD the code object decides).
+    pub stack_size: usize,
+    /// Measure how long each kernel ran ([`Backend::kernel_times`]).
+    pub kernel_times: bool,
+}
+
+/// Memory the host and the device both address.
+#[derive(Clone, Copy, Debug)]
+pub struct HostMapped {
+    pub host: *mut u8,
+    pub device: u64,
+    pub len: usize,
+}
+
+/// A kernel's resources, for `--print-resource-usage`.
+#[derive(Clone, Debug, Default)]
+pub struct ResourceUsage {
+    pub registers: Option<u32>,
+    pub shared_bytes: u64,
+    pub local_bytes: u64,
+    pub max_threads_per_block: Option<u32>,
+}
+
+/// Whether the queued kernels are done.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Progress {
+    Running,
+    Finished,
+    /// The device reported an error; the message names it (`CUDA_ERROR_ILLEGAL_ADDRESS: ...`).
+    Faulted(String),
+}
+
+/// What a GPU platform provides. Allocations live until the backend is dropped.
+pub trait Backend {
+    /// Lanes per warp or wavefront on this device.
+    fn lane_size(&self) -> u32;
+    /// Checks the launch against the device's limits.
+    fn check_launch(&self, params: &LaunchParams) -> Result<()>;
+    /// Zeroed host memory the device can read and write.
+    fn alloc_host_mapped(&mut self, len: usize) -> Result<HostMapped>;
+    /// Zeroed device memory.
+    fn alloc_device(&mut self, len: usize) -> Result<u64>;
+    /// Copies `bytes` to device memory at `address`, synchronously.
+    fn copy_to_device(&mut self, address: u64, bytes: &[u8]) -> Result<()>;
+    /// Queues `kernel` on the grid `params` with `args` as its one argument. Kernels run in queue order.
+    fn launch(&mut self, kernel: Kernel, params: &LaunchParams, args: &[u8]) -> Result<()>;
+    /// Whether everything queued has finished, without waiting.
+    fn poll(&mut self) -> Result<Progress>;
+    /// The kernels' resources.
+    fn resource_usage(&self, kernel: Kernel) -> Result<ResourceUsage>;
+    /// The device address of the image's global `name` (a test's entry global).
+    fn global_address(&mut self, name: &str) -> Result<u64>;
+    /// How long each kernel ran, where the backend measured it ([`DeviceOptions::kernel_times`]).
+    fn kernel_times(&mut self) -> Option<[Duration; 3]> {
+        None
+    }
+}
