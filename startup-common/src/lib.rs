@@ -19,6 +19,7 @@ extern crate std;
 pub mod abi;
 pub mod allocator;
 pub mod atexit;
+pub mod block_memory;
 pub mod ctor;
 pub mod cxxabi;
 pub mod errno;
@@ -30,9 +31,11 @@ pub mod printf;
 pub mod rpc;
 pub mod startup;
 pub mod stdio;
+pub mod sync;
 pub mod test_table;
 
 pub use abi::{FiniCallback, InitCallback, MainFn};
+pub use block_memory::BlockMemory;
 pub use gpu::{Gpu, ThreadIds};
 pub use startup::{CallbackArrays, Runtime};
 

@@ -8,11 +8,10 @@ use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::{Arc, Barrier, Condvar, Mutex};
 
+use startup_common::BlockMemory;
 use startup_common::abi::LaunchParams;
 use startup_common::gpu::{Gpu, ThreadIds};
-use startup_common::rpc::{
-    BlockMemory, Client, HostBlockMemory, HostCalls, HostRegion, Layout, Server, WriteHead, opcode, testing,
-};
+use startup_common::rpc::{Client, HostBlockMemory, HostCalls, HostRegion, Layout, Server, WriteHead, opcode, testing};
 
 /// Scales a count down under Miri, where every thread switch is slow.
 pub fn scaled(normal: usize, miri: usize) -> usize {
