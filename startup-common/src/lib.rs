@@ -28,6 +28,8 @@ pub mod gpu;
 pub mod heap;
 pub mod io;
 pub mod printf;
+#[cfg(any(test, feature = "host"))]
+pub mod reassembly;
 pub mod rpc;
 pub mod startup;
 pub mod stdio;

@@ -151,11 +151,6 @@ impl WriteHead {
         Self { stream: words[0] as u8, flags: (words[0] >> 8) as u8, thread: words[0] >> 16, group: words[1] }
     }
 
-    /// The key under which the host gathers one message's chunks: the writing thread and the stream.
-    pub const fn key(&self) -> (u64, u64, u8) {
-        (self.thread, self.group, self.stream)
-    }
-
     /// The head of a chunk that the thread at `ids` writes: `thread` packs x, y, z in 16 bits each, `group` the block
     /// as x | y << 32 | z << 48 (y and z in 16 bits).
     pub const fn for_thread(stream: u8, flags: u8, ids: ThreadIds) -> Self {
