@@ -14,7 +14,9 @@ use anyhow::{Context, Result, bail};
 use cudarc::driver::{result, sys};
 use startup_common::abi::LaunchParams;
 
-use super::{Row, Stats, load_module, row, run_ok, session};
+use crate::baselines::load_module;
+use crate::report::{Row, Stats, row};
+use crate::runs::{run_ok, session};
 
 /// Blocks of 1,024 threads in the grid.
 pub const BLOCKS: u32 = 1056;
