@@ -6,6 +6,7 @@ pub mod build;
 pub mod c_programs;
 pub mod fuzz;
 pub mod gpu_cargo;
+pub mod image;
 pub mod nextest;
 pub mod out_of_tree;
 pub mod suite;

@@ -2,9 +2,10 @@
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
+use gpu_loader::target::GpuTarget;
 use xshell::Shell;
 
-use xtask::build::{BuildOptions, GpuTarget};
+use xtask::build::BuildOptions;
 use xtask::suite::TestOptions;
 
 #[derive(Parser)]

@@ -19,8 +19,8 @@ use gpu_loader::setup::config::spec_path;
 use gpu_loader::target::GpuTarget;
 use xshell::{Shell, cmd};
 
-use crate::build::BuiltImage;
 use crate::gpu_cargo::{Images, gpu_artifacts};
+use crate::image::BuiltImage;
 
 /// The page the crate is made from.
 pub const PAGE: &str = "docs/your-own-crate.md";

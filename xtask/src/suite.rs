@@ -3,9 +3,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use gpu_loader::target::GpuTarget;
 use xshell::{Shell, cmd};
 
-use crate::build::{self, BuildOptions, BuiltImage, GpuTarget};
+use crate::build::{self, BuildOptions};
+use crate::image::BuiltImage;
 
 /// The GPUs this machine can run programs on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

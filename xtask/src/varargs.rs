@@ -11,9 +11,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail, ensure};
+use gpu_loader::target::GpuTarget;
 use xshell::{Shell, cmd};
 
-use crate::build::GpuTarget;
 use crate::toolchain;
 
 const CALLER: &str = r#"void probe_read(unsigned long long *out, ...);
