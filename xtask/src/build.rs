@@ -60,7 +60,6 @@ pub fn test_crates() -> Result<Vec<String>> {
 /// Builds the bitcode linker (a host binary of the loader package) and returns its path.
 pub fn build_linker(sh: &Shell) -> Result<PathBuf> {
     let root = crate::project_root();
-    let _dir = sh.push_dir(&root);
     cmd!(sh, "cargo build --quiet --release --package loader --bin gpu-bitcode-linker").run()?;
     Ok(root.join("target/release/gpu-bitcode-linker"))
 }

@@ -190,7 +190,6 @@ fn startup_rustflags(target: GpuTarget, arch: &str) -> Vec<String> {
 /// Builds the target crate of the startup as a static library of bitcode; returns the archive's path.
 pub fn build_startup(sh: &Shell, target: GpuTarget, arch: &str, release: bool) -> Result<PathBuf> {
     let root = crate::project_root();
-    let _dir = sh.push_dir(&root);
     let package = match target {
         GpuTarget::Nvptx => "startup-nvptx",
         GpuTarget::Amdgpu => "startup-amdgpu",

@@ -222,7 +222,6 @@ fn listed(cargo: &dyn Fn(&[&str]) -> Result<Output>, args: &[&str]) -> Result<Ve
 /// The host tools as a user installs them: `cargo install --path loader` (reusing this workspace's release build).
 fn install_tools(sh: &Shell) -> Result<PathBuf> {
     let root = crate::project_root();
-    let _dir = sh.push_dir(&root);
     let install_root = root.join("target/out-of-tree/tools");
     let target_dir = root.join("target");
     cmd!(sh, "cargo install --quiet --locked --path loader --root {install_root} --target-dir {target_dir}")

@@ -39,7 +39,6 @@ impl Gpus {
 /// suite finds next to `gpu-loader`, and `gpu-bench`).
 pub fn build_host_binaries(sh: &Shell) -> Result<(PathBuf, PathBuf)> {
     let root = crate::project_root();
-    let _dir = sh.push_dir(&root);
     cmd!(sh, "cargo build --quiet --release --package loader --package tests").run()?;
     Ok((root.join("target/release/gpu-loader"), root.join("target/release/gpu-suite")))
 }
@@ -165,7 +164,6 @@ pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
 /// The host side: every workspace test (unit, integration, loom-free), then the HSA bindings' freshness where the
 /// ROCm headers are installed.
 fn host_tests(sh: &Shell) -> Result<()> {
-    let _dir = sh.push_dir(crate::project_root());
     cmd!(sh, "cargo test --workspace").run().context("host tests failed")?;
     // The workspace's test build turns on features that one package's own `cargo test` may lack.
     cmd!(sh, "cargo test --quiet -p startup-common --no-run")
