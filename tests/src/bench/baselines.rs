@@ -20,6 +20,18 @@ pub struct EmptyKernel {
 
 const EMPTY_PTX: &str = ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry empty()\n{\n\tret;\n}\n";
 
+/// Makes device 0's primary context the current one, for as long as the process lives: how a child process that
+/// runs a baseline starts.
+pub fn enter_primary_context() -> Result<()> {
+    result::init()?;
+    let device = result::device::get(0)?;
+    // SAFETY: the primary context of device 0, kept until the process exits.
+    let context = unsafe { result::primary_ctx::retain(device) }?;
+    // SAFETY: the context was just retained.
+    unsafe { result::ctx::set_current(context) }?;
+    Ok(())
+}
+
 /// Loads PTX text as a module of the current context, which it stays in for the process.
 pub fn load_module(ptx: impl Into<Vec<u8>>) -> Result<sys::CUmodule> {
     let text = CString::new(ptx)?;
@@ -113,12 +125,7 @@ fn wait_for(stream: sys::CUstream, limit: Duration) -> Result<()> {
 
 /// The child of `loader-run`'s baseline.
 pub fn bare_run(image: &Path) -> Result<()> {
-    result::init()?;
-    let device = result::device::get(0)?;
-    // SAFETY: the primary context of device 0, kept until the process exits.
-    let context = unsafe { result::primary_ctx::retain(device) }?;
-    // SAFETY: the context was just retained.
-    unsafe { result::ctx::set_current(context) }?;
+    enter_primary_context()?;
     load_module(std::fs::read(image)?)?;
     EmptyKernel::load()?.launch_and_wait(&LaunchParams::SINGLE)?;
     Ok(())
@@ -333,12 +340,7 @@ pub fn vprintf_child(blocks: u32, fifo: usize) -> Result<()> {
 "#,
         len = format.len()
     );
-    result::init()?;
-    let device = result::device::get(0)?;
-    // SAFETY: the primary context of device 0, kept until the process exits.
-    let context = unsafe { result::primary_ctx::retain(device) }?;
-    // SAFETY: the context was just retained.
-    unsafe { result::ctx::set_current(context) }?;
+    enter_primary_context()?;
     if fifo > 0 {
         // SAFETY: a plain setting, before any launch.
         unsafe { sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_PRINTF_FIFO_SIZE, fifo) }.result()?;
