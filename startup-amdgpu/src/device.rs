@@ -2,8 +2,8 @@ use core::ffi::{c_char, c_int, c_void};
 
 use core::ptr::NonNull;
 
+use startup_common::BlockMemory;
 use startup_common::abi::{BeginArgs, Control, EndArgs, LaunchParams, StartArgs};
-use startup_common::rpc::BlockMemory;
 use startup_common::{CallbackArrays, FiniCallback, Gpu, InitCallback, MainFn, ThreadIds};
 
 #[allow(improper_ctypes)]

@@ -14,7 +14,7 @@
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use crate::gpu::Gpu;
-use crate::rpc::sync::AtomicU64;
+use crate::sync::AtomicU64;
 
 /// Clang's guard of a function-local static, as this runtime uses its 64 bits: byte 0 (the low byte; both GPUs and
 /// every host that runs the tests are little-endian) is 1 once the object is constructed, which clang's inline code

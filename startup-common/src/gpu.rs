@@ -63,7 +63,7 @@ pub unsafe trait Gpu: 'static {
     /// `fetch_or(bits, Acquire)`, with a device-scope atomic where that is cheaper, or where its compiler does not
     /// honour the ordering.
     #[inline(always)]
-    fn lock_fetch_or(word: &crate::rpc::sync::AtomicU32, bits: u32) -> u32 {
+    fn lock_fetch_or(word: &crate::sync::AtomicU32, bits: u32) -> u32 {
         word.fetch_or(bits, core::sync::atomic::Ordering::Acquire)
     }
 
@@ -71,7 +71,7 @@ pub unsafe trait Gpu: 'static {
     /// default swaps rather than stores: with a plain store the loom models of the RPC locks exceed loom's branch
     /// limit (the waiters' `fetch_or`s on the word), though the protocol needs only a release write.
     #[inline(always)]
-    fn unlock_swap(word: &crate::rpc::sync::AtomicU32, value: u32) {
+    fn unlock_swap(word: &crate::sync::AtomicU32, value: u32) {
         word.swap(value, core::sync::atomic::Ordering::Release);
     }
 
@@ -81,7 +81,7 @@ pub unsafe trait Gpu: 'static {
     /// the ordering or a device-scope atomic is cheaper.
     #[inline(always)]
     fn device_rmw(
-        word: &crate::rpc::sync::AtomicU64,
+        word: &crate::sync::AtomicU64,
         op: DeviceRmw,
         operand: u64,
         order: core::sync::atomic::Ordering,
@@ -96,7 +96,7 @@ pub unsafe trait Gpu: 'static {
     /// An atomic load of a word that only this device's threads use, ordered by `order` (`Relaxed` or `Acquire`)
     /// among them: [`Gpu::device_rmw`]'s load. The default is the language's load, which orders at system scope.
     #[inline(always)]
-    fn device_load(word: &crate::rpc::sync::AtomicU64, order: core::sync::atomic::Ordering) -> u64 {
+    fn device_load(word: &crate::sync::AtomicU64, order: core::sync::atomic::Ordering) -> u64 {
         word.load(order)
     }
 
@@ -111,7 +111,7 @@ pub unsafe trait Gpu: 'static {
     /// The RPC client keeps per-group port locks there; its content is undefined when a kernel starts, until every
     /// thread of the block has called
     /// [`Client::prepare_block`](crate::rpc::Client::prepare_block).
-    fn block_memory() -> Option<core::ptr::NonNull<crate::rpc::BlockMemory>>;
+    fn block_memory() -> Option<core::ptr::NonNull<crate::BlockMemory>>;
 
     /// Waits until every thread of the calling block has arrived, and orders their accesses to the block's words
     /// around that point. Every thread of the block must call it, from the same place.
@@ -120,14 +120,14 @@ pub unsafe trait Gpu: 'static {
     /// Like [`Gpu::lock_fetch_or`], for a lock among the threads of one block: `word` is one of
     /// a word of [`Gpu::block_memory`], and the acquire need only order among the block's threads.
     #[inline(always)]
-    fn block_lock_fetch_or(word: &crate::rpc::sync::AtomicU32, bits: u32) -> u32 {
+    fn block_lock_fetch_or(word: &crate::sync::AtomicU32, bits: u32) -> u32 {
         word.fetch_or(bits, core::sync::atomic::Ordering::Acquire)
     }
 
     /// Like [`Gpu::unlock_swap`], for a lock among the threads of one block: `word` is one of
     /// a word of [`Gpu::block_memory`], and the release need only order among the block's threads.
     #[inline(always)]
-    fn block_unlock_swap(word: &crate::rpc::sync::AtomicU32, value: u32) {
+    fn block_unlock_swap(word: &crate::sync::AtomicU32, value: u32) {
         word.swap(value, core::sync::atomic::Ordering::Release);
     }
 
@@ -206,7 +206,7 @@ unsafe impl Gpu for HostThread {
     }
 
     /// None: host threads share no block memory, so the client locks every port in its own memory.
-    fn block_memory() -> Option<core::ptr::NonNull<crate::rpc::BlockMemory>> {
+    fn block_memory() -> Option<core::ptr::NonNull<crate::BlockMemory>> {
         None
     }
 

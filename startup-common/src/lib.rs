@@ -19,6 +19,7 @@ extern crate std;
 pub mod abi;
 pub mod allocator;
 pub mod atexit;
+pub mod block_memory;
 pub mod ctor;
 pub mod cxxabi;
 pub mod errno;
@@ -27,12 +28,16 @@ pub mod gpu;
 pub mod heap;
 pub mod io;
 pub mod printf;
+#[cfg(any(test, feature = "host"))]
+pub mod reassembly;
 pub mod rpc;
 pub mod startup;
 pub mod stdio;
+pub mod sync;
 pub mod test_table;
 
 pub use abi::{FiniCallback, InitCallback, MainFn};
+pub use block_memory::BlockMemory;
 pub use gpu::{Gpu, ThreadIds};
 pub use startup::{CallbackArrays, Runtime};
 

@@ -4,11 +4,11 @@ use core::arch::nvptx;
 use core::ptr::NonNull;
 
 use core::sync::atomic::Ordering;
+use startup_common::BlockMemory;
 use startup_common::abi::{BeginArgs, EndArgs, LaunchParams, StartArgs};
-use startup_common::rpc::BlockMemory;
 
 use startup_common::gpu::DeviceRmw;
-use startup_common::rpc::sync::{AtomicU32, AtomicU64};
+use startup_common::sync::{AtomicU32, AtomicU64};
 use startup_common::{CallbackArrays, FiniCallback, Gpu, InitCallback, ThreadIds};
 
 /// An NVIDIA GPU thread.

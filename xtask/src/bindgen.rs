@@ -6,7 +6,7 @@
 //! `rustfmt.toml`, so it is the same on every run and `cargo fmt --check` accepts it. `--check` regenerates into
 //! memory and fails if the committed file differs (or if the headers or libclang are missing).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use xshell::{Shell, cmd};
@@ -73,7 +73,7 @@ const TYPES: &[&str] = &[
 ];
 
 pub fn run(sh: &Shell, check: bool) -> Result<()> {
-    let root = repo_root();
+    let root = crate::project_root();
     let output = root.join(OUTPUT);
     let generated = generate(sh, &root)?;
     if check {
@@ -96,10 +96,6 @@ pub fn run(sh: &Shell, check: bool) -> Result<()> {
         println!("wrote {OUTPUT}");
     }
     Ok(())
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the repository root").to_owned()
 }
 
 /// The bindings as they would be committed: bindgen's output, formatted with the repository's rustfmt settings.
@@ -143,7 +139,6 @@ fn generate(sh: &Shell, root: &Path) -> Result<String> {
         .context("bindgen failed on the HSA headers")?;
     let text = bindings.to_string();
     let config = root.join("rustfmt.toml");
-    let _dir = sh.push_dir(root);
     let formatted = cmd!(sh, "rustfmt --edition 2024 --config-path {config}")
         .stdin(&text)
         .read()

@@ -2,18 +2,19 @@
 //! is built for the GPU (`crate::gpu_cargo`).
 //!
 //! Output (documented in `docs/architecture.md`): `target/gpu/<target>/<arch>/<program>.<ext>` with `ext` = `ptx`
-//! (and `cubin` and `linked.cubin` when `ptxas` and `nvlink` are on `PATH`) for NVIDIA and `elf` for AMD, next to a
-//! copy of the program's `expect.toml`.
+//! (and `cubin` and `linked.cubin` when `ptxas` and `nvlink` are on `PATH`) for NVIDIA and `elf` for AMD, next to
+//! copies of the program's `expect.toml` and `expect.<variant>.toml` (`crate::image`).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use xshell::{Shell, cmd};
 
-use crate::gpu_cargo::{GpuSetup, Images};
-use crate::toolchain;
+use gpu_loader::target::GpuTarget;
 
-pub use gpu_loader::target::GpuTarget;
+use crate::gpu_cargo::{GpuSetup, Images};
+use crate::image::{BuiltImage, ImageFolder};
+use crate::toolchain;
 
 /// What to build.
 #[derive(Clone, Debug)]
@@ -23,20 +24,6 @@ pub struct BuildOptions {
     pub release: bool,
     /// Build only these programs (all when empty).
     pub programs: Vec<String>,
-}
-
-/// One built image.
-#[derive(Clone, Debug)]
-pub struct BuiltImage {
-    pub program: String,
-    pub target: GpuTarget,
-    pub arch: String,
-    pub path: PathBuf,
-}
-
-/// The folder the images of one target and arch go to.
-pub fn image_dir(target: GpuTarget, arch: &str) -> PathBuf {
-    crate::project_root().join("target/gpu").join(target.name()).join(arch)
 }
 
 /// The Rust GPU programs: every folder of `tests/programs` with a `Cargo.toml`.
@@ -73,7 +60,6 @@ pub fn test_crates() -> Result<Vec<String>> {
 /// Builds the bitcode linker (a host binary of the loader package) and returns its path.
 pub fn build_linker(sh: &Shell) -> Result<PathBuf> {
     let root = crate::project_root();
-    let _dir = sh.push_dir(&root);
     cmd!(sh, "cargo build --quiet --release --package loader --bin gpu-bitcode-linker").run()?;
     Ok(root.join("target/release/gpu-bitcode-linker"))
 }
@@ -135,27 +121,23 @@ fn build_target(
     }
     eprintln!("xtask: built the {target} programs for {arch} in {:.1?}", started.elapsed());
 
-    let out_dir = image_dir(target, arch);
+    let folder = ImageFolder::new(target, arch);
+    let out_dir = &folder.dir;
     if options.programs.is_empty() && out_dir.exists() {
         // A full build replaces the folder: an image of a program since removed would otherwise stay, and the
         // suite, the bundle and the static check would go on taking it for one of ours.
-        std::fs::remove_dir_all(&out_dir).with_context(|| format!("cannot clear {}", out_dir.display()))?;
+        std::fs::remove_dir_all(out_dir).with_context(|| format!("cannot clear {}", out_dir.display()))?;
     }
-    std::fs::create_dir_all(&out_dir)?;
-    let cubin_tools = CubinTools::find(target);
+    std::fs::create_dir_all(out_dir)?;
     let mut images = Vec::new();
     for artifact in artifacts {
         let program = artifact.program()?;
-        let image = out_dir.join(format!("{program}.{}", target.image_extension()));
+        let image = folder.image_path(&program);
         std::fs::copy(&artifact.image, &image)
             .with_context(|| format!("cannot copy {} to {}", artifact.image.display(), image.display()))?;
-        if artifact.integration_test.is_none() {
-            copy_expectations(&artifact.crate_dir, &out_dir, &program)?;
-        }
-        if let Some(tools) = &cubin_tools {
-            tools.make(sh, &image, arch)?;
-        }
-        images.push(BuiltImage { program, target, arch: arch.to_owned(), path: image });
+        // An integration test has no expectations of its own: its crate's are its library's.
+        let expectations = artifact.integration_test.is_none().then_some(artifact.crate_dir.as_path());
+        images.push(folder.add(sh, program, expectations)?);
     }
     let missing: Vec<_> = options.programs.iter().filter(|p| !images.iter().any(|i| &i.program == *p)).collect();
     if !missing.is_empty() {
@@ -165,61 +147,9 @@ fn build_target(
         // The C programs need a clang of the nightly's LLVM version, which not every distribution packages: without
         // one, the Rust programs still build and run, and the skip is said plainly.
         match crate::c_programs::find_clang(sh) {
-            Ok(_) => images.extend(crate::c_programs::build(sh, target, arch, release, linker, sysroot, &out_dir)?),
+            Ok(_) => images.extend(crate::c_programs::build(sh, &folder, release, linker, sysroot)?),
             Err(error) => eprintln!("xtask: C programs SKIPPED for {target}: {error:#}"),
         }
     }
     Ok(images)
-}
-
-/// NVIDIA's tools that make cubins of a program's PTX, when they are installed (`ptxas`, and `nvlink` for a linked
-/// cubin): the suite runs each program as PTX and as each kind of cubin.
-pub struct CubinTools {
-    ptxas: PathBuf,
-    nvlink: Option<PathBuf>,
-}
-
-impl CubinTools {
-    /// The tools on `PATH`, for NVIDIA targets where ptxas is installed.
-    pub fn find(target: GpuTarget) -> Option<Self> {
-        if target != GpuTarget::Nvptx {
-            return None;
-        }
-        let ptxas = toolchain::find_program("ptxas")?;
-        let nvlink = toolchain::find_program("nvlink");
-        if nvlink.is_none() {
-            eprintln!("xtask: nvlink is not on PATH: no linked cubins (only relocatable ones, from ptxas)");
-        }
-        Some(Self { ptxas, nvlink })
-    }
-
-    /// Makes `<program>.cubin` of `<program>.ptx`, relocatable (`ptxas -c`), as the loader's JIT linker compiles
-    /// PTX: a function's address then means the same in every kernel (see loader/src/cuda.rs), and 64 registers let
-    /// blocks of 1024 threads launch; then `<program>.linked.cubin` of that, with nvlink. (ptxas without `-c`
-    /// compiles whole-program, which the loader refuses.)
-    pub fn make(&self, sh: &Shell, ptx: &Path, arch: &str) -> Result<()> {
-        let (ptxas, cubin) = (&self.ptxas, ptx.with_extension("cubin"));
-        cmd!(sh, "{ptxas} -c -arch={arch} --maxrregcount 64 {ptx} -o {cubin}").run()?;
-        if let Some(nvlink) = &self.nvlink {
-            let linked = ptx.with_extension("linked.cubin");
-            cmd!(sh, "{nvlink} -arch={arch} {cubin} -o {linked}").run()?;
-        }
-        Ok(())
-    }
-}
-
-/// Copies `expect.toml` as `<program>.expect.toml`, and each further `expect.<variant>.toml` (another way to run the
-/// same image) as `<program>.<variant>.expect.toml`.
-pub fn copy_expectations(source_dir: &Path, out_dir: &Path, program: &str) -> Result<()> {
-    for entry in std::fs::read_dir(source_dir)? {
-        let name = entry?.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix("expect").and_then(|rest| rest.strip_suffix(".toml")) else { continue };
-        let target = match rest.strip_prefix('.') {
-            Some(variant) if !variant.is_empty() => format!("{program}.{variant}.expect.toml"),
-            _ if rest.is_empty() => format!("{program}.expect.toml"),
-            _ => continue,
-        };
-        std::fs::copy(source_dir.join(&name), out_dir.join(target))?;
-    }
-    Ok(())
 }

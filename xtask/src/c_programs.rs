@@ -1,7 +1,8 @@
 //! The C and C++ test programs: every `tests/programs-c/<name>/main.c` and `tests/programs-cpp/<name>/main.cpp`,
 //! compiled with clang (the same LLVM major as the nightly, so its bitcode links with Rust's; C++ in clang++'s
-//! driver mode) through the `cc` crate, and linked with the startup into `<out_dir>/<name>.<ext>` next to copies of
-//! its `expect.toml` and `expect.<variant>.toml` files. `docs/c-programs.md` describes the same steps for users.
+//! driver mode) through the `cc` crate, and linked with the startup into `<name>.<ext>` of the target's image folder,
+//! which gives it copies of its `expect.toml` and `expect.<variant>.toml` files and its cubins (`crate::image`).
+//! `docs/c-programs.md` describes the same steps for users.
 //!
 //! The startup comes as a static library of LLVM bitcode, built once per target and arch with
 //! `cargo rustc --crate-type staticlib` in its own cargo target dir (`target/gpu-cargo/<arch>-startup`):
@@ -16,7 +17,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail, ensure};
 use xshell::{Shell, cmd};
 
-use crate::build::{BuiltImage, GpuTarget};
+use gpu_loader::target::GpuTarget;
+
+use crate::image::{BuiltImage, ImageFolder};
 use crate::toolchain;
 
 /// The languages of the programs built here, each with its folder of programs.
@@ -71,16 +74,15 @@ impl Program {
 /// The header C programs include, relative to the project root.
 pub const INCLUDE_DIR: &str = "startup-common/include";
 
-/// Builds every C and C++ program for `target` and `arch` into `out_dir`; returns the images.
+/// Builds every C and C++ program for the target and arch of `folder` into it; returns the images.
 pub fn build(
     sh: &Shell,
-    target: GpuTarget,
-    arch: &str,
+    folder: &ImageFolder,
     release: bool,
     linker: &Path,
     sysroot: &Path,
-    out_dir: &Path,
 ) -> Result<Vec<BuiltImage>> {
+    let (target, arch) = (folder.target, folder.arch.as_str());
     let root = crate::project_root();
     let programs = programs(&root)?;
     if programs.is_empty() {
@@ -91,22 +93,17 @@ pub fn build(
     let startup = build_startup(sh, target, arch, release)?;
     let work_dir = root.join("target/gpu-cargo").join(format!("{arch}-c"));
     crate::varargs::check(sh, &clang, target, arch, sysroot, &startup, &work_dir.join("varargs-probe"))?;
-    std::fs::create_dir_all(out_dir)?;
-    let cubin_tools = crate::build::CubinTools::find(target);
+    std::fs::create_dir_all(&folder.dir)?;
     let mut images = Vec::new();
     for program in programs {
         let (source_dir, Program { name, language }) = (program.dir(&root), program);
         let source = source_dir.join(language.source());
         let objects = compile(&clang, target, arch, release, language, &source, &work_dir.join(&name))
             .with_context(|| format!("compiling the {language:?} program `{name}` for {target} ({arch}) failed"))?;
-        let image = out_dir.join(format!("{name}.{}", target.image_extension()));
+        let image = folder.image_path(&name);
         link(sh, target, arch, release, linker, sysroot, &objects, &startup, &image)
             .with_context(|| format!("linking the {language:?} program `{name}` for {target} ({arch}) failed"))?;
-        crate::build::copy_expectations(&source_dir, out_dir, &name)?;
-        if let Some(tools) = &cubin_tools {
-            tools.make(sh, &image, arch)?;
-        }
-        images.push(BuiltImage { program: name, target, arch: arch.to_owned(), path: image });
+        images.push(folder.add(sh, name, Some(&source_dir))?);
     }
     eprintln!("xtask: built the {target} C and C++ programs for {arch} in {:.1?}", started.elapsed());
     Ok(images)
@@ -193,7 +190,6 @@ fn startup_rustflags(target: GpuTarget, arch: &str) -> Vec<String> {
 /// Builds the target crate of the startup as a static library of bitcode; returns the archive's path.
 pub fn build_startup(sh: &Shell, target: GpuTarget, arch: &str, release: bool) -> Result<PathBuf> {
     let root = crate::project_root();
-    let _dir = sh.push_dir(&root);
     let package = match target {
         GpuTarget::Nvptx => "startup-nvptx",
         GpuTarget::Amdgpu => "startup-amdgpu",

@@ -41,7 +41,6 @@ pub fn ensure_cargo_fuzz(sh: &Shell) -> Result<()> {
 pub fn smoke(sh: &Shell, seconds: u32) -> Result<()> {
     ensure_cargo_fuzz(sh)?;
     let root = crate::project_root();
-    let _root = sh.push_dir(&root);
     let fuzz_dir = fuzz_dir();
     let target_dir = fuzz_dir.join("target");
     // A CARGO_TARGET_DIR from the caller would mix these sanitizer-flagged builds with the workspace's.

@@ -1,11 +1,13 @@
 //! The project's automation, as a library so that its pieces are tested with `cargo test -p xtask`.
-//! `src/main.rs` is the `cargo xtask` command line.
+//! `src/main.rs` is the `cargo xtask` command line. Every function that takes a [`xshell::Shell`] expects it in the
+//! project root ([`project_root`]): `cargo xtask` changes there once, at start.
 
 pub mod bindgen;
 pub mod build;
 pub mod c_programs;
 pub mod fuzz;
 pub mod gpu_cargo;
+pub mod image;
 pub mod nextest;
 pub mod out_of_tree;
 pub mod suite;

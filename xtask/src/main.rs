@@ -1,10 +1,11 @@
 //! `cargo xtask`: build, run, test, bundle, bench and bindgen, end to end. See `cargo xtask --help`.
 
 use anyhow::Result;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use gpu_loader::target::GpuTarget;
 use xshell::Shell;
 
-use xtask::build::{BuildOptions, GpuTarget};
+use xtask::build::BuildOptions;
 use xtask::suite::TestOptions;
 
 #[derive(Parser)]
@@ -25,26 +26,22 @@ enum Command {
     Run(RunArgs),
     /// Make a crate outside the repository from docs/your-own-crate.md, set it up, build and check it (part of `test`).
     OutOfTree,
-    /// Make a self-contained folder that runs the GPU suite on an x86-64 Linux GPU machine without Rust.
+    /// Make a self-contained folder that runs the GPU suite on an x86-64 Linux GPU machine without Rust (a machine
+    /// with one kind of GPU needs one kind of image: `--target`).
     Bundle {
         /// Where to put it.
         #[arg(long, default_value = "target/bundle")]
         out: std::path::PathBuf,
-        /// The images of nvptx, amdgpu or all (a machine with one kind of GPU needs one kind of image).
-        #[arg(long, default_value = "all")]
-        target: String,
-        /// NVIDIA architecture of the cubins and AMD architecture of the code objects (default: sm_90, gfx90a).
-        #[arg(long)]
-        gpu_arch: Option<String>,
+        #[command(flatten)]
+        gpu: TargetArgs,
         /// Fail if the bundle comes out larger than this: bytes, or with a binary unit (512K, 64M, 64MiB, 1G).
         #[arg(long, value_parser = xtask::suite::parse_size)]
         max_size: Option<u64>,
     },
     /// Measure the startup and the RPC channel against bare baselines on this machine's NVIDIA GPU.
     Bench {
-        /// GPU architecture to build for.
-        #[arg(long)]
-        gpu_arch: Option<String>,
+        #[command(flatten)]
+        arch: ArchArg,
         /// Options for gpu-bench (--repeat N, --only NAME).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         bench_args: Vec<String>,
@@ -57,14 +54,47 @@ enum Command {
     },
 }
 
+/// The GPU targets a command builds for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum TargetChoice {
+    Nvptx,
+    Amdgpu,
+    All,
+}
+
+impl TargetChoice {
+    fn targets(self) -> Vec<GpuTarget> {
+        match self {
+            TargetChoice::Nvptx => vec![GpuTarget::Nvptx],
+            TargetChoice::Amdgpu => vec![GpuTarget::Amdgpu],
+            TargetChoice::All => GpuTarget::ALL.to_vec(),
+        }
+    }
+}
+
+/// The architecture to build for, as every command that builds takes it.
 #[derive(Args)]
-struct BuildArgs {
-    /// nvptx, amdgpu or all.
-    #[arg(long, default_value = "all")]
-    target: String,
-    /// GPU architecture (sm_90, gfx90a, ...); default: the machine's GPU, else sm_90 / gfx90a.
+struct ArchArg {
+    /// GPU architecture to build for (sm_90, gfx90a, ...); it applies to its vendor's images. Default: this machine's
+    /// GPU's, else sm_90 for NVIDIA and gfx90a for AMD.
     #[arg(long)]
     gpu_arch: Option<String>,
+}
+
+/// The targets and the architecture to build for.
+#[derive(Args)]
+struct TargetArgs {
+    /// The GPU targets to build for.
+    #[arg(long, value_enum, default_value_t = TargetChoice::All)]
+    target: TargetChoice,
+    #[command(flatten)]
+    arch: ArchArg,
+}
+
+#[derive(Args)]
+struct BuildArgs {
+    #[command(flatten)]
+    gpu: TargetArgs,
     /// Build optimized images.
     #[arg(long)]
     release: bool,
@@ -75,12 +105,8 @@ struct TestArgs {
     /// Fail when no GPU is found instead of skipping the GPU suite.
     #[arg(long)]
     require_gpu: bool,
-    /// nvptx, amdgpu or all.
-    #[arg(long, default_value = "all")]
-    target: String,
-    /// GPU architecture to build for.
-    #[arg(long)]
-    gpu_arch: Option<String>,
+    #[command(flatten)]
+    gpu: TargetArgs,
     /// Only build and run the GPU suite (skip the host tests and checks).
     #[arg(long)]
     gpu_only: bool,
@@ -93,25 +119,17 @@ struct TestArgs {
 struct RunArgs {
     /// The program: a folder of tests/programs (e.g. hello), or the path of a crate.
     program: String,
-    /// GPU architecture to build for (default: this machine's).
-    #[arg(long)]
-    gpu_arch: Option<String>,
+    #[command(flatten)]
+    arch: ArchArg,
     /// gpu-loader options (--threads 32 --blocks 4 ...), then `--` and the program's arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     loader_args: Vec<String>,
 }
 
-fn parse_targets(target: &str) -> Result<Vec<GpuTarget>> {
-    Ok(match target {
-        "all" => GpuTarget::ALL.to_vec(),
-        one => vec![one.parse().map_err(anyhow::Error::msg)?],
-    })
-}
-
 impl BuildArgs {
-    fn options(&self) -> Result<BuildOptions> {
-        let targets = parse_targets(&self.target)?;
-        Ok(BuildOptions { targets, gpu_arch: self.gpu_arch.clone(), release: self.release, programs: Vec::new() })
+    fn options(self) -> BuildOptions {
+        let targets = self.gpu.target.targets();
+        BuildOptions { targets, gpu_arch: self.gpu.arch.gpu_arch, release: self.release, programs: Vec::new() }
     }
 }
 
@@ -127,9 +145,11 @@ fn main() -> std::process::ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     let sh = Shell::new()?;
+    // Every command works in the project root, wherever it was started (as rust-analyzer's xtask does).
+    sh.change_dir(xtask::project_root());
     match cli.command {
         Command::Build(args) => {
-            let images = xtask::build::build(&sh, &args.options()?)?;
+            let images = xtask::build::build(&sh, &args.options())?;
             for image in images {
                 println!("{}", image.path.display());
             }
@@ -140,24 +160,24 @@ fn run(cli: Cli) -> Result<()> {
             &sh,
             &TestOptions {
                 require_gpu: args.require_gpu,
-                targets: parse_targets(&args.target)?,
-                gpu_arch: args.gpu_arch,
+                targets: args.gpu.target.targets(),
+                gpu_arch: args.gpu.arch.gpu_arch,
                 suite_args: args.suite_args,
                 gpu_only: args.gpu_only,
             },
         ),
         Command::Run(args) => {
-            let code = xtask::suite::run(&sh, &args.program, args.gpu_arch, &args.loader_args)?;
+            let code = xtask::suite::run(&sh, &args.program, args.arch.gpu_arch, &args.loader_args)?;
             std::process::exit(code)
         }
-        Command::Bundle { out, target, gpu_arch, max_size } => {
-            xtask::suite::bundle(&sh, &out, &parse_targets(&target)?, gpu_arch, max_size)
+        Command::Bundle { out, gpu, max_size } => {
+            xtask::suite::bundle(&sh, &out, &gpu.target.targets(), gpu.arch.gpu_arch, max_size)
         }
         Command::OutOfTree => {
             xtask::suite::build_host_binaries(&sh)?;
             xtask::out_of_tree::check(&sh, xtask::suite::Gpus::detect()).map(drop)
         }
-        Command::Bench { gpu_arch, bench_args } => xtask::suite::bench(&sh, gpu_arch, &bench_args),
+        Command::Bench { arch, bench_args } => xtask::suite::bench(&sh, arch.gpu_arch, &bench_args),
     }
 }
 
@@ -178,19 +198,49 @@ mod tests {
         let cli = Cli::try_parse_from(["cargo xtask", "test", "--target", "nvptx", "rpc", "--exact"]).unwrap();
         let Command::Test(args) = cli.command else { panic!("not test") };
         assert_eq!(args.suite_args, ["rpc", "--exact"]);
-        assert_eq!(parse_targets(&args.target).unwrap(), [GpuTarget::Nvptx]);
+        assert_eq!(args.gpu.target.targets(), [GpuTarget::Nvptx]);
     }
 
     #[test]
     fn bundle_takes_an_optional_size_limit() {
         let cli = Cli::try_parse_from(["cargo xtask", "bundle", "--max-size", "64MiB", "--target", "nvptx"]).unwrap();
-        let Command::Bundle { max_size, target, .. } = cli.command else { panic!("not bundle") };
+        let Command::Bundle { max_size, gpu, .. } = cli.command else { panic!("not bundle") };
         assert_eq!(max_size, Some(64 << 20));
-        assert_eq!(parse_targets(&target).unwrap(), [GpuTarget::Nvptx]);
+        assert_eq!(gpu.target.targets(), [GpuTarget::Nvptx]);
         let Command::Bundle { max_size, .. } = Cli::try_parse_from(["cargo xtask", "bundle"]).unwrap().command else {
             panic!("not bundle")
         };
         assert_eq!(max_size, None);
         assert!(Cli::try_parse_from(["cargo xtask", "bundle", "--max-size", "64 apples"]).is_err());
+    }
+
+    /// `--target` takes the targets' names or `all` (the default), and nothing else; `--gpu-arch` is the same option
+    /// for every command that builds.
+    #[test]
+    fn targets_and_architectures_are_the_same_options_everywhere() {
+        let targets = |args: &[&str]| {
+            let cli = Cli::try_parse_from([&["cargo xtask", "build"], args].concat())?;
+            let Command::Build(build) = cli.command else { panic!("not build") };
+            Ok::<_, clap::Error>(build.gpu.target.targets())
+        };
+        assert_eq!(targets(&[]).unwrap(), GpuTarget::ALL);
+        assert_eq!(targets(&["--target", "amdgpu"]).unwrap(), [GpuTarget::Amdgpu]);
+        assert_eq!(targets(&["--target", "all"]).unwrap(), GpuTarget::ALL);
+        let error = targets(&["--target", "cuda"]).unwrap_err().to_string();
+        assert!(error.contains("invalid value 'cuda'") && error.contains("nvptx, amdgpu, all"), "{error}");
+        for command in ["build", "test", "bundle", "bench", "run hello"] {
+            let args: Vec<&str> =
+                ["cargo xtask"].into_iter().chain(command.split(' ')).chain(["--gpu-arch", "sm_80"]).collect();
+            let cli = Cli::try_parse_from(&args).unwrap_or_else(|error| panic!("{command}: {error}"));
+            let arch = match cli.command {
+                Command::Build(args) => args.gpu.arch,
+                Command::Test(args) => args.gpu.arch,
+                Command::Bundle { gpu, .. } => gpu.arch,
+                Command::Bench { arch, .. } => arch,
+                Command::Run(args) => args.arch,
+                _ => unreachable!(),
+            };
+            assert_eq!(arch.gpu_arch.as_deref(), Some("sm_80"), "{command}");
+        }
     }
 }

@@ -19,8 +19,8 @@ use gpu_loader::setup::config::spec_path;
 use gpu_loader::target::GpuTarget;
 use xshell::{Shell, cmd};
 
-use crate::build::BuiltImage;
 use crate::gpu_cargo::{Images, gpu_artifacts};
+use crate::image::BuiltImage;
 
 /// The page the crate is made from.
 pub const PAGE: &str = "docs/your-own-crate.md";
@@ -222,7 +222,6 @@ fn listed(cargo: &dyn Fn(&[&str]) -> Result<Output>, args: &[&str]) -> Result<Ve
 /// The host tools as a user installs them: `cargo install --path loader` (reusing this workspace's release build).
 fn install_tools(sh: &Shell) -> Result<PathBuf> {
     let root = crate::project_root();
-    let _dir = sh.push_dir(&root);
     let install_root = root.join("target/out-of-tree/tools");
     let target_dir = root.join("target");
     cmd!(sh, "cargo install --quiet --locked --path loader --root {install_root} --target-dir {target_dir}")

@@ -3,9 +3,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use gpu_loader::target::GpuTarget;
 use xshell::{Shell, cmd};
 
-use crate::build::{self, BuildOptions, BuiltImage, GpuTarget};
+use crate::build::{self, BuildOptions};
+use crate::image::BuiltImage;
 
 /// The GPUs this machine can run programs on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -37,7 +39,6 @@ impl Gpus {
 /// suite finds next to `gpu-loader`, and `gpu-bench`).
 pub fn build_host_binaries(sh: &Shell) -> Result<(PathBuf, PathBuf)> {
     let root = crate::project_root();
-    let _dir = sh.push_dir(&root);
     cmd!(sh, "cargo build --quiet --release --package loader --package tests").run()?;
     Ok((root.join("target/release/gpu-loader"), root.join("target/release/gpu-suite")))
 }
@@ -163,7 +164,6 @@ pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
 /// The host side: every workspace test (unit, integration, loom-free), then the HSA bindings' freshness where the
 /// ROCm headers are installed.
 fn host_tests(sh: &Shell) -> Result<()> {
-    let _dir = sh.push_dir(crate::project_root());
     cmd!(sh, "cargo test --workspace").run().context("host tests failed")?;
     // The workspace's test build turns on features that one package's own `cargo test` may lack.
     cmd!(sh, "cargo test --quiet -p startup-common --no-run")

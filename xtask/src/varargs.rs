@@ -11,9 +11,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail, ensure};
+use gpu_loader::target::GpuTarget;
 use xshell::{Shell, cmd};
 
-use crate::build::GpuTarget;
 use crate::toolchain;
 
 const CALLER: &str = r#"void probe_read(unsigned long long *out, ...);
@@ -65,8 +65,6 @@ pub fn check(
     work_dir: &Path,
 ) -> Result<()> {
     std::fs::create_dir_all(work_dir)?;
-    // The project's toolchain (`rust-toolchain.toml`), whose rustc built the startup's rlibs.
-    let _dir = sh.push_dir(crate::project_root());
     let deps = startup.parent().context("the startup archive has no folder")?.join("deps");
     let startup_common = newest(&deps, "libstartup_common-")?;
     let triple = target.triple();
@@ -78,6 +76,7 @@ pub fn check(
     cmd!(sh, "{clang} --target={triple} {flags...} -O2 -c {caller_c} -o {caller}").quiet().run()?;
     let cpu = format!("-Ctarget-cpu={arch}");
     let extern_arg = format!("startup_common={}", startup_common.display());
+    // In the project root, `rustc` is the project's toolchain (`rust-toolchain.toml`), which built the startup's rlibs.
     cmd!(
         sh,
         "rustc --edition 2024 --target {triple} {cpu} -Copt-level=3 -Cpanic=abort --crate-type lib --emit llvm-bc

@@ -2,9 +2,9 @@
 //! GPU's to choose: lengths are used only as far as they are served packet by packet, never to size an allocation.
 
 use startup_common::io::{Destination, Stream};
+use startup_common::reassembly::writer_key;
 use startup_common::rpc::{MAX_LANES, ServerPort, WriteHead};
 
-use super::output::key;
 use super::{Context, Outcome, ServerError};
 
 /// `WRITE`: each lane's bytes go to its thread's message as they arrive (see `output`), which is written once its
@@ -18,7 +18,7 @@ pub(super) fn write(port: &mut ServerPort<'_>, context: &mut Context) -> Result<
         let head = WriteHead::decode(*piece.head);
         let stream = Stream::from_number(u32::from(head.stream))
             .ok_or(ServerError::BadStream { stream: head.stream, port: index })?;
-        let key = key(&head, Destination::Stream(stream));
+        let key = writer_key(&head, Destination::Stream(stream));
         if piece.offset == 0 {
             keys[piece.lane as usize] = Some(key);
             unfinished |= 1 << piece.lane;

@@ -21,7 +21,7 @@ mod output;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use output::{ENTRY_COST, HELD_IN_ALL, HELD_PER_THREAD};
+pub use startup_common::reassembly::{ENTRY_COST, HELD_IN_ALL, HELD_PER_THREAD};
 
 use files::{Files, StdinSource};
 

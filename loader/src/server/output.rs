@@ -1,47 +1,21 @@
-//! The program's output as the server assembles it from `WRITE` and `FILE_WRITE` messages: each thread's message is
-//! held until its last byte arrives and then written whole, so that lines from different threads never interleave;
-//! but only up to a cap per thread and a cap in all, past which the bytes are written out as they come. The GPU
-//! decides what it sends, so nothing it sends can make the host hold more than [`HELD_IN_ALL`] bytes. The output
-//! goes to stdout, stderr, or a file the program opened ([`Files`]).
+//! The program's output as the server writes it from `WRITE` and `FILE_WRITE` messages, to stdout, stderr, or a file
+//! the program opened ([`Files`]). Each thread's message is held until its last byte arrives and then written whole,
+//! up to the caps of [`startup_common::reassembly`], which reassembles the chunks.
 
-use std::collections::HashMap;
 use std::io::{self, BufWriter, Write};
 use std::time::Instant;
 
 use startup_common::io::{Destination, Stream};
-use startup_common::rpc::WriteHead;
+use startup_common::reassembly::{Reassembly, WriterKey};
 
 use super::files::Files;
-
-/// The most bytes of one thread's unfinished message held back to be written whole. A message longer than this
-/// (`print!` output of over a MiB, or a longer `fwrite`) is written out in pieces of about this size as it arrives,
-/// so other threads' lines may come between its pieces.
-pub const HELD_PER_THREAD: usize = 1 << 20;
-
-/// The most bytes held for all unfinished messages together, each counted with [`ENTRY_COST`]. A message whose
-/// bytes would go past it is written out at once, in pieces, as one longer than [`HELD_PER_THREAD`] is.
-pub const HELD_IN_ALL: usize = 64 << 20;
-
-/// What one held message costs besides its bytes (its key, its vector and its slot in the table), so that a client
-/// cannot make the host hold millions of tiny messages (the key is the client's to choose) beyond the cap.
-pub const ENTRY_COST: usize = 64;
-
-/// The thread that writes a message (its [`WriteHead`]'s thread and group), and where the message goes.
-pub type WriterKey = (u64, u64, Destination);
-
-/// The key of the message that the writer of `head` writes to `destination`.
-pub(super) fn key(head: &WriteHead, destination: Destination) -> WriterKey {
-    (head.thread, head.group, destination)
-}
 
 /// Buffered stdout and stderr, the program's files, and the messages held until they are complete.
 pub(super) struct Output {
     stdout: BufWriter<Box<dyn Write + Send>>,
     stderr: BufWriter<Box<dyn Write + Send>>,
     pub(super) files: Files,
-    held: HashMap<WriterKey, Vec<u8>>,
-    /// The bytes of `held` with [`ENTRY_COST`] for each entry.
-    held_bytes: usize,
+    held: Reassembly,
     pub(super) last_flush: Instant,
     /// Whether anything was written since the last flush: an idle pass then has nothing to flush and skips it.
     written: bool,
@@ -53,8 +27,7 @@ impl Output {
             stdout: BufWriter::with_capacity(1 << 16, stdout),
             stderr: BufWriter::with_capacity(1 << 16, stderr),
             files,
-            held: HashMap::new(),
-            held_bytes: 0,
+            held: Reassembly::new(),
             last_flush: Instant::now(),
             written: false,
         }
@@ -90,34 +63,25 @@ impl Output {
         }
     }
 
-    /// Bytes held for unfinished messages, with [`ENTRY_COST`] each.
+    /// Bytes held for unfinished messages ([`Reassembly::held_bytes`]).
     pub(super) fn held_bytes(&self) -> usize {
-        self.held_bytes
+        self.held.held_bytes()
     }
 
     /// More bytes of the message that `key` is writing: held, or, past a cap, written out at once after the bytes
     /// held before them.
     pub(super) fn append(&mut self, key: WriterKey, bytes: &[u8]) -> io::Result<()> {
-        if bytes.is_empty() {
-            return Ok(());
+        match self.held.append(key, bytes) {
+            Some(release) => self.write(key.2, &release.pieces()),
+            None => Ok(()),
         }
-        let held = self.held.get(&key).map(Vec::len);
-        let cost = bytes.len() + if held.is_none() { ENTRY_COST } else { 0 };
-        if held.unwrap_or(0) + bytes.len() > HELD_PER_THREAD || self.held_bytes + cost > HELD_IN_ALL {
-            let earlier = self.take(key);
-            return self.write(key.2, &[&earlier, bytes]);
-        }
-        self.held_bytes += cost;
-        self.held.entry(key).or_default().extend_from_slice(bytes);
-        Ok(())
     }
 
     /// The last bytes of the message that `key` is writing: writes the message whole (with a line break after it
     /// when `newline`), right after the bytes held for it.
     pub(super) fn complete(&mut self, key: WriterKey, last: &[u8], newline: bool) -> io::Result<()> {
-        let earlier = self.take(key);
-        let newline: &[u8] = if newline { b"\n" } else { b"" };
-        self.write(key.2, &[&earlier, last, newline])
+        let release = self.held.complete(key, last, newline);
+        self.write(key.2, &release.pieces())
     }
 
     /// The message that `key` is writing will not be finished (its thread stopped, or the server gave it up): writes
@@ -125,7 +89,7 @@ impl Output {
     /// it goes as it is, and an error writing it waits for the file's next flush or close (or is lost with the bytes
     /// when the file was closed meanwhile).
     pub(super) fn cut_short(&mut self, key: WriterKey) -> io::Result<()> {
-        let bytes = self.take(key);
+        let bytes = self.held.take(key);
         if bytes.is_empty() {
             return Ok(());
         }
@@ -142,25 +106,10 @@ impl Output {
         Ok(())
     }
 
-    /// The bytes held for `key`, no longer held.
-    fn take(&mut self, key: WriterKey) -> Vec<u8> {
-        // Most messages are one chunk, with nothing held for anyone: no need to hash the key.
-        if self.held.is_empty() {
-            return Vec::new();
-        }
-        let bytes = self.held.remove(&key).unwrap_or_default();
-        if !bytes.is_empty() {
-            self.held_bytes -= bytes.len() + ENTRY_COST;
-        }
-        bytes
-    }
-
     /// Writes out the messages still waiting for their last chunk (a thread stopped mid-message), in the order of
     /// their keys, each ending its line, then flushes.
     pub(super) fn finish(&mut self) -> io::Result<()> {
-        let mut keys: Vec<WriterKey> = self.held.keys().copied().collect();
-        keys.sort_unstable();
-        for key in keys {
+        for key in self.held.unfinished() {
             self.cut_short(key)?;
         }
         self.flush()
@@ -180,6 +129,7 @@ impl Output {
 mod tests {
     use super::*;
     use crate::server::tests::Capture;
+    use startup_common::reassembly::ENTRY_COST;
 
     fn output() -> (Output, Capture) {
         let sink = Capture::default();
@@ -215,45 +165,5 @@ mod tests {
         assert_eq!(output.held_bytes(), 3 + ENTRY_COST, "an empty chunk holds nothing");
         output.finish().unwrap();
         assert_eq!(written(&mut output, &sink), b"b1 b2\na1 a2 a3alone\ncut\n");
-    }
-
-    /// A thread's message past [`HELD_PER_THREAD`] goes out in pieces: what was held, then the new bytes.
-    #[test]
-    fn a_message_past_the_thread_cap_is_written_in_pieces() {
-        let (mut output, sink) = output();
-        let key = (7, 7, OUT);
-        let piece = vec![b'x'; 64];
-        let mut sent = 0;
-        while sent + 64 <= HELD_PER_THREAD {
-            output.append(key, &piece).unwrap();
-            sent += 64;
-        }
-        assert!(written(&mut output, &sink).is_empty());
-        assert_eq!(output.held_bytes(), sent + ENTRY_COST);
-        output.append(key, &[b'y'; 65]).unwrap();
-        assert_eq!(output.held_bytes(), 0);
-        assert_eq!(written(&mut output, &sink).len(), sent + 65);
-        output.complete(key, b"z", true).unwrap();
-        let all = written(&mut output, &sink);
-        assert_eq!(&all[sent..], [&[b'y'; 65][..], b"z\n"].concat());
-    }
-
-    /// However many threads hold unfinished messages (each key is the client's to choose), the held bytes with
-    /// their entries never pass [`HELD_IN_ALL`]; what would is written out, and no byte is lost.
-    #[test]
-    fn what_all_threads_hold_is_capped() {
-        let (mut output, sink) = output();
-        let chunk = [b'c'; 200];
-        let threads = HELD_IN_ALL / (chunk.len() + ENTRY_COST) + 1000;
-        for thread in 0..threads as u64 {
-            output.append((thread, 0, OUT), &chunk).unwrap();
-            assert!(output.held_bytes() <= HELD_IN_ALL);
-        }
-        assert!(output.held_bytes() > HELD_IN_ALL - chunk.len() - ENTRY_COST);
-        let early = written(&mut output, &sink).len();
-        assert_eq!(early, 1000 * chunk.len(), "the messages past the cap went out at once");
-        output.finish().unwrap();
-        assert_eq!(written(&mut output, &sink).len(), threads * (chunk.len() + 1) - 1000);
-        assert_eq!(output.held_bytes(), 0);
     }
 }

@@ -6,7 +6,7 @@ use std::boxed::Box;
 use super::Heap;
 use super::geometry::{Geometry, SLAB_BYTES};
 use crate::gpu::Gpu;
-use crate::rpc::sync::AtomicU64;
+use crate::sync::AtomicU64;
 
 /// The metadata words and the data area of a heap of `slabs` slabs, apart: under loom the words are loom's atomics,
 /// which cannot live in raw memory. The metadata starts as garbage, as device memory left by an earlier run would be,

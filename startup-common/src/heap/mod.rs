@@ -26,7 +26,7 @@ use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 
 use crate::gpu::Gpu;
-use crate::rpc::sync::AtomicU64;
+use crate::sync::AtomicU64;
 
 pub use geometry::{MAX_CHUNK, MIN_CHUNK, PAGE_BYTES, SLAB_BYTES};
 #[cfg(any(test, feature = "host"))]

@@ -23,7 +23,7 @@ use super::geometry::{self, PAGES_PER_SLAB, SLAB_BYTES, header};
 use super::pages::PageUse;
 use super::{Heap, HeapError};
 use crate::gpu::{DeviceRmw, Gpu};
-use crate::rpc::sync::AtomicU64;
+use crate::sync::AtomicU64;
 
 /// Added to a counter's count, so that reservations that push it below zero stay in the low half.
 pub(super) const COUNT_BIAS: u64 = 1 << 31;

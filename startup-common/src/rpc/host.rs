@@ -5,30 +5,30 @@ use core::ptr::NonNull;
 use std::boxed::Box;
 use std::vec::Vec;
 
-use super::sync::AtomicU64;
 use super::{Layout, ServerPort};
+use crate::sync::AtomicU64;
 
 /// Block memory in ordinary host memory, for host models of a block with `N` lane groups: it starts as garbage, as
 /// on a GPU (all bits set: every lock word looks taken), until the block's threads call `Client::prepare_block`.
-/// Laid out as `client::BlockLayout` with `N` locks.
+/// Laid out as `block::BlockLayout` with `N` locks.
 #[repr(C)]
 pub struct HostBlockMemory<const N: usize> {
-    setup: super::client::BlockSetup,
-    locks: [super::client::GroupLock; N],
+    setup: super::setup::BlockSetup,
+    locks: [super::lock::GroupLock; N],
 }
 
 impl<const N: usize> Default for HostBlockMemory<N> {
     fn default() -> Self {
         Self {
-            setup: super::client::BlockSetup::garbage(),
-            locks: core::array::from_fn(|_| super::client::GroupLock::garbage()),
+            setup: super::setup::BlockSetup::garbage(),
+            locks: core::array::from_fn(|_| super::lock::GroupLock::garbage()),
         }
     }
 }
 
 impl<const N: usize> HostBlockMemory<N> {
     /// The memory as [`Gpu::block_memory`](crate::Gpu::block_memory) returns it; valid while `self` lives.
-    pub fn as_block_memory(&self) -> NonNull<super::BlockMemory> {
+    pub fn as_block_memory(&self) -> NonNull<crate::BlockMemory> {
         NonNull::from(self).cast()
     }
 }

@@ -304,7 +304,7 @@ mod tests {
         }
         .write(&layout, |index, value| {
             // SAFETY: a word of the live region, which only atomic accesses touch.
-            unsafe { &*channel.region.as_ptr().cast::<crate::rpc::sync::AtomicU64>().add(index) }
+            unsafe { &*channel.region.as_ptr().cast::<crate::sync::AtomicU64>().add(index) }
                 .store(value, core::sync::atomic::Ordering::Release)
         });
         let mut sport = server.open(port.index()).expect("handed over");

@@ -18,71 +18,33 @@
 //! protocol has no data race in Rust's model, runs under Miri, and is modelled under loom with the same source
 //! (`--cfg loom` swaps the atomic types).
 
+mod block;
 mod call;
 mod client;
 #[cfg(any(test, feature = "host"))]
 mod host;
 #[cfg(any(test, feature = "host"))]
 mod host_calls;
+mod lock;
+mod port;
 mod server;
+mod setup;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 #[cfg(test)]
 mod tests;
 
 pub use call::{HostCall, Pod, ReservedOpcode, UserOpcode, Zeroable};
-pub use client::{Client, Port};
+pub use client::Client;
 #[cfg(any(test, feature = "host"))]
 pub use host::{HostBlockMemory, HostRegion, Received, StreamTooLong};
 #[cfg(any(test, feature = "host"))]
 pub use host_calls::{AlreadyRegistered, HostCallError, HostCalls};
+pub use port::Port;
 pub use server::{Server, ServerPort, StreamPiece};
 
-#[cfg(all(loom, not(any(test, feature = "host"))))]
-compile_error!("the loom models need `std`: build them with `--features host`");
-
-/// The atomic types of the region and the client locks: loom's when modelling, core's otherwise.
-pub mod sync {
-    #[cfg(not(loom))]
-    pub use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64};
-    #[cfg(loom)]
-    pub use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64};
-
-    /// A pause in a loop that waits for the other side (`spins` is how often it has waited so far). It spins; on a
-    /// host with `std`, a wait that lasts (a client thread that needs this core to make progress, as in host tests)
-    /// yields the core after a while. Under loom it lets the model schedule another thread.
-    #[inline(always)]
-    pub(crate) fn spin_pause(spins: u32) {
-        #[cfg(loom)]
-        {
-            let _ = spins;
-            loom::thread::yield_now();
-        }
-        #[cfg(all(not(loom), any(test, feature = "host")))]
-        if spins >= 1024 {
-            std::thread::yield_now();
-        } else {
-            core::hint::spin_loop();
-        }
-        #[cfg(all(not(loom), not(any(test, feature = "host"))))]
-        {
-            let _ = spins;
-            core::hint::spin_loop();
-        }
-    }
-}
-
-use sync::AtomicU64;
-
 use crate::gpu::ThreadIds;
-
-/// A block's memory for the RPC client, as a target provides it ([`Gpu::block_memory`](crate::Gpu::block_memory)):
-/// [`abi::block_memory_bytes`](crate::abi::block_memory_bytes) of it, 8-byte aligned. Opaque: the client lays it
-/// out.
-#[repr(C, align(8))]
-pub struct BlockMemory {
-    _opaque: [u8; 0],
-}
+use crate::sync::AtomicU64;
 
 /// The most ports a region may hold (the client's lock bits are sized for this many).
 pub const MAX_PORTS: u32 = 4096;
@@ -187,11 +149,6 @@ impl WriteHead {
 
     pub const fn decode(words: [u64; 2]) -> Self {
         Self { stream: words[0] as u8, flags: (words[0] >> 8) as u8, thread: words[0] >> 16, group: words[1] }
-    }
-
-    /// The key under which the host gathers one message's chunks: the writing thread and the stream.
-    pub const fn key(&self) -> (u64, u64, u8) {
-        (self.thread, self.group, self.stream)
     }
 
     /// The head of a chunk that the thread at `ids` writes: `thread` packs x, y, z in 16 bits each, `group` the block

@@ -4,10 +4,10 @@
 use core::ffi::c_void;
 use core::sync::atomic::Ordering;
 
-use super::sync::{AtomicU64, spin_pause};
 use super::{
     Layout, MAX_PORTS, PACKET_BYTES, PACKET_WORDS, Packet, Region, first_packet_bytes, gather, lanes, stream_packets,
 };
+use crate::sync::{AtomicU64, spin_pause};
 
 /// The host's end of the channel.
 pub struct Server {

@@ -241,7 +241,7 @@ mod plain {
     /// Writes `value` into word `index` of `region`, as a device program that scribbles over its RPC region does.
     fn scribble(region: &HostRegion, index: usize, value: u64) {
         // SAFETY: `index` is a word of the region's layout; every word is an atomic, and only atomic stores touch it.
-        unsafe { &*region.as_ptr().cast::<crate::rpc::sync::AtomicU64>().add(index) }
+        unsafe { &*region.as_ptr().cast::<crate::sync::AtomicU64>().add(index) }
             .store(value, core::sync::atomic::Ordering::Release);
     }
 
@@ -370,8 +370,7 @@ mod plain {
     fn region_client_bit(region: &HostRegion) -> u64 {
         // SAFETY: word 0 is port 0's client outbox, an atomic of the live region.
         mailbox_bit(
-            unsafe { &*region.as_ptr().cast::<crate::rpc::sync::AtomicU64>() }
-                .load(core::sync::atomic::Ordering::Acquire),
+            unsafe { &*region.as_ptr().cast::<crate::sync::AtomicU64>() }.load(core::sync::atomic::Ordering::Acquire),
         )
     }
 
@@ -578,7 +577,7 @@ mod loom_models {
             crate::abi::LaunchParams { threads: [2, 1, 1], blocks: [1, 1, 1] }
         }
 
-        fn block_memory() -> Option<core::ptr::NonNull<BlockMemory>> {
+        fn block_memory() -> Option<core::ptr::NonNull<crate::BlockMemory>> {
             Some(BLOCK_MEMORY.as_block_memory())
         }
 

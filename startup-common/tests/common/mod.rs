@@ -1,4 +1,4 @@
-//! A test server over `rpc::Server` with the same reassembly rules as the loader's, and a simulated warp: lane
+//! A test server over `rpc::Server` that reassembles output as the loader does (`startup_common::reassembly`), and a simulated warp: lane
 //! groups of several real threads, so the SIMT paths (ballots, broadcasts, per-lane lengths) run on the host.
 
 #![allow(dead_code)]
@@ -8,11 +8,12 @@ use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::{Arc, Barrier, Condvar, Mutex};
 
+use startup_common::BlockMemory;
 use startup_common::abi::LaunchParams;
 use startup_common::gpu::{Gpu, ThreadIds};
-use startup_common::rpc::{
-    BlockMemory, Client, HostBlockMemory, HostCalls, HostRegion, Layout, Server, WriteHead, opcode, testing,
-};
+use startup_common::io::{Destination, Stream};
+use startup_common::reassembly::{Reassembly, writer_key};
+use startup_common::rpc::{Client, HostBlockMemory, HostCalls, HostRegion, Layout, Server, WriteHead, opcode, testing};
 
 /// Scales a count down under Miri, where every thread switch is slow.
 pub fn scaled(normal: usize, miri: usize) -> usize {
@@ -53,7 +54,7 @@ impl Seen {
 /// handlers serve.
 pub struct TestServer {
     server: Server,
-    pending: HashMap<(u64, u64, u8), Vec<u8>>,
+    messages: Reassembly,
     calls: HostCalls,
     pub seen: Seen,
 }
@@ -63,7 +64,7 @@ impl TestServer {
         let layout = region.layout();
         // SAFETY: every test keeps the region alive for as long as its server, and has only one server.
         let server = unsafe { Server::new(region.as_ptr(), layout.port_count(), layout.lane_size()) };
-        Self { server, pending: HashMap::new(), calls: testing::operations(), seen: Seen::default() }
+        Self { server, messages: Reassembly::new(), calls: testing::operations(), seen: Seen::default() }
     }
 
     /// One pass over all ports; whether any had work.
@@ -77,15 +78,16 @@ impl TestServer {
                 opcode::WRITE => {
                     for chunk in port.recv_n_vec::<{ WriteHead::WORDS }>(u64::MAX).unwrap() {
                         let head = WriteHead::decode(chunk.head);
-                        assert!(head.stream == 1 || head.stream == 2, "bad stream {}", head.stream);
-                        let buffer = self.pending.entry(head.key()).or_default();
-                        buffer.extend_from_slice(&chunk.data);
-                        if head.flags & WriteHead::MORE == 0 {
-                            let mut message = self.pending.remove(&head.key()).unwrap();
-                            if head.flags & WriteHead::NEWLINE != 0 {
-                                message.push(b'\n');
-                            }
-                            self.seen.messages.entry(head.stream).or_default().push(message);
+                        let stream = Stream::from_number(u32::from(head.stream))
+                            .unwrap_or_else(|| panic!("bad stream {}", head.stream));
+                        let key = writer_key(&head, Destination::Stream(stream));
+                        let release = if head.flags & WriteHead::MORE != 0 {
+                            self.messages.append(key, &chunk.data)
+                        } else {
+                            Some(self.messages.complete(key, &chunk.data, head.flags & WriteHead::NEWLINE != 0))
+                        };
+                        if let Some(release) = release {
+                            self.seen.messages.entry(head.stream).or_default().push(release.to_vec());
                         }
                     }
                     port.send(|_, packet| packet.set(0, 0));
@@ -122,7 +124,8 @@ impl TestServer {
                 std::thread::yield_now();
             }
         }
-        assert!(self.pending.is_empty(), "messages left unfinished: {:?}", self.pending.keys().collect::<Vec<_>>());
+        let unfinished = self.messages.unfinished();
+        assert!(unfinished.is_empty(), "messages left unfinished: {unfinished:?}");
     }
 }
 

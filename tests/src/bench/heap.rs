@@ -14,7 +14,9 @@ use anyhow::{Context, Result, bail};
 use cudarc::driver::{result, sys};
 use startup_common::abi::LaunchParams;
 
-use super::{Row, Stats, load_module, row, run_ok, session};
+use crate::baselines::{enter_primary_context, load_module};
+use crate::report::{Row, Stats, row};
+use crate::runs::{run_ok, session};
 
 /// Blocks of 1,024 threads in the grid.
 pub const BLOCKS: u32 = 1056;
@@ -219,12 +221,7 @@ fn cuda_samples(heap: Option<usize>, repeat: usize) -> Result<CudaSamples> {
 /// The child process: sets CUDA's heap to `heap` bytes (0: leaves the default), then launches the baseline once to
 /// warm up and `repeat` times timed, printing `heap BYTES` and then `sample SECONDS FAILED WRONG` per launch.
 pub fn cuda_malloc_child(blocks: u32, rounds: u32, heap: usize, repeat: usize) -> Result<()> {
-    result::init()?;
-    let device = result::device::get(0)?;
-    // SAFETY: the primary context of device 0, kept until the process exits.
-    let context = unsafe { result::primary_ctx::retain(device) }?;
-    // SAFETY: the context was just retained.
-    unsafe { result::ctx::set_current(context) }?;
+    enter_primary_context()?;
     if heap > 0 {
         // SAFETY: a plain setting, before any launch that uses the heap.
         unsafe { sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE, heap) }.result()?;

@@ -8,10 +8,10 @@ use std::ffi::c_int;
 use startup_common::errno;
 use startup_common::files::{OpenFlags, ReadMode, RemoveKind, Whence};
 use startup_common::io::Destination;
+use startup_common::reassembly::writer_key;
 use startup_common::rpc::{MAX_LANES, ServerPort, WriteHead};
 
 use super::MAX_PATH;
-use crate::server::output::key;
 use crate::server::{Context, ServerError};
 
 const LANES: usize = MAX_LANES as usize;
@@ -146,7 +146,7 @@ pub(in crate::server) fn write(port: &mut ServerPort<'_>, context: &mut Context)
         let lane = piece.lane as usize;
         let [handle, head @ ..] = *piece.head;
         let head = WriteHead::decode(head);
-        let key = key(&head, Destination::File(handle));
+        let key = writer_key(&head, Destination::File(handle));
         if piece.offset == 0 {
             context.sender.get_or_insert(head.writer());
             match context.output.files.check_writable(handle) {

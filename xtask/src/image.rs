@@ -1,0 +1,106 @@
+//! Where built images go and what every image gets there, whatever built it (`crate::build` for the Rust programs,
+//! `crate::c_programs` for the C and C++ ones): a copy of its program's expectations and, for NVIDIA where the tools
+//! are installed, its cubins.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use gpu_loader::target::GpuTarget;
+use xshell::{Shell, cmd};
+
+use crate::toolchain;
+
+/// One built image.
+#[derive(Clone, Debug)]
+pub struct BuiltImage {
+    pub program: String,
+    pub target: GpuTarget,
+    pub arch: String,
+    pub path: PathBuf,
+}
+
+/// The folder of the images of one target and arch, `target/gpu/<target>/<arch>/`, with the tools that make cubins
+/// there.
+pub struct ImageFolder {
+    pub target: GpuTarget,
+    pub arch: String,
+    pub dir: PathBuf,
+    cubin_tools: Option<CubinTools>,
+}
+
+impl ImageFolder {
+    pub fn new(target: GpuTarget, arch: &str) -> Self {
+        let dir = crate::project_root().join("target/gpu").join(target.name()).join(arch);
+        Self { target, arch: arch.to_owned(), dir, cubin_tools: CubinTools::find(target) }
+    }
+
+    /// Where the image of `program` goes: `<program>.<ext>` in the folder.
+    pub fn image_path(&self, program: &str) -> PathBuf {
+        self.dir.join(format!("{program}.{}", self.target.image_extension()))
+    }
+
+    /// The steps after the image of `program` is at [`ImageFolder::image_path`]: copies the expectations in
+    /// `source_dir` next to it (none for an image that has no folder of its own), and makes its cubins.
+    pub fn add(&self, sh: &Shell, program: String, source_dir: Option<&Path>) -> Result<BuiltImage> {
+        let path = self.image_path(&program);
+        if let Some(source_dir) = source_dir {
+            copy_expectations(source_dir, &self.dir, &program)?;
+        }
+        if let Some(tools) = &self.cubin_tools {
+            tools.make(sh, &path, &self.arch)?;
+        }
+        Ok(BuiltImage { program, target: self.target, arch: self.arch.clone(), path })
+    }
+}
+
+/// NVIDIA's tools that make cubins of a program's PTX, when they are installed (`ptxas`, and `nvlink` for a linked
+/// cubin): the suite runs each program as PTX and as each kind of cubin.
+struct CubinTools {
+    ptxas: PathBuf,
+    nvlink: Option<PathBuf>,
+}
+
+impl CubinTools {
+    /// The tools on `PATH`, for NVIDIA targets where ptxas is installed.
+    fn find(target: GpuTarget) -> Option<Self> {
+        if target != GpuTarget::Nvptx {
+            return None;
+        }
+        let ptxas = toolchain::find_program("ptxas")?;
+        let nvlink = toolchain::find_program("nvlink");
+        if nvlink.is_none() {
+            eprintln!("xtask: nvlink is not on PATH: no linked cubins (only relocatable ones, from ptxas)");
+        }
+        Some(Self { ptxas, nvlink })
+    }
+
+    /// Makes `<program>.cubin` of `<program>.ptx`, relocatable (`ptxas -c`), as the loader's JIT linker compiles
+    /// PTX: a function's address then means the same in every kernel (see loader/src/cuda.rs), and 64 registers let
+    /// blocks of 1024 threads launch; then `<program>.linked.cubin` of that, with nvlink. (ptxas without `-c`
+    /// compiles whole-program, which the loader refuses.)
+    fn make(&self, sh: &Shell, ptx: &Path, arch: &str) -> Result<()> {
+        let (ptxas, cubin) = (&self.ptxas, ptx.with_extension("cubin"));
+        cmd!(sh, "{ptxas} -c -arch={arch} --maxrregcount 64 {ptx} -o {cubin}").run()?;
+        if let Some(nvlink) = &self.nvlink {
+            let linked = ptx.with_extension("linked.cubin");
+            cmd!(sh, "{nvlink} -arch={arch} {cubin} -o {linked}").run()?;
+        }
+        Ok(())
+    }
+}
+
+/// Copies `expect.toml` as `<program>.expect.toml`, and each further `expect.<variant>.toml` (another way to run the
+/// same image) as `<program>.<variant>.expect.toml`.
+fn copy_expectations(source_dir: &Path, out_dir: &Path, program: &str) -> Result<()> {
+    for entry in std::fs::read_dir(source_dir)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("expect").and_then(|rest| rest.strip_suffix(".toml")) else { continue };
+        let target = match rest.strip_prefix('.') {
+            Some(variant) if !variant.is_empty() => format!("{program}.{variant}.expect.toml"),
+            _ if rest.is_empty() => format!("{program}.expect.toml"),
+            _ => continue,
+        };
+        std::fs::copy(source_dir.join(&name), out_dir.join(target))?;
+    }
+    Ok(())
+}
