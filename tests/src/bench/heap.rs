@@ -1,4 +1,4 @@
-//! Benchmark 7: allocation throughput. A full grid (1,056 blocks of 1,024 threads: eight per SM of an H200) where
+//! Allocation throughput. A full grid (1,056 blocks of 1,024 threads: eight per SM of an H200) where
 //! every thread allocates and frees a block of 16 to 256 bytes 1,000 times, writing its first and last byte: our heap
 //! (the C program `heap-throughput-c`, through `malloc` and `free`) against CUDA's device-side `malloc` and `free` in a PTX kernel
 //! that does the same, with CUDA's default 8 MiB heap and with a heap as large as ours. Each CUDA configuration

@@ -8,7 +8,7 @@ use startup_common::abi::LaunchParams;
 use crate::report::{Row, Stats, row};
 use crate::runs::{run_ok, session};
 
-/// Benchmark 6: Host CPU the loader's RPC server uses while a kernel runs for a second without asking anything of it.
+/// Host CPU the loader's RPC server uses while a kernel runs for a second without asking anything of it.
 pub fn idle_cpu(images: &Path, repeat: usize) -> Result<Row> {
     let mut session = session(images, "idle", &["1000"])?;
     let single = LaunchParams::SINGLE;

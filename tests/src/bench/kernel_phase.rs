@@ -13,7 +13,7 @@ use crate::baselines::{BarrierKernel, EmptyKernel, GraphOfThree};
 use crate::report::{Row, Stats, row, seconds};
 use crate::runs::{run_ok, session, time_process};
 
-/// Benchmark 1: `_begin` + `_start` + `_end` for an empty `main`, with RPC served, against one empty launch +
+/// `_begin` + `_start` + `_end` for an empty `main`, with RPC served, against one empty launch +
 /// synchronize, and against a CUDA graph of three empty kernels + synchronize (the floor for three kernels).
 pub fn kernel_phase(images: &Path, repeat: usize) -> Result<Vec<Row>> {
     let mut session = session(images, "empty", &[])?;
@@ -53,7 +53,7 @@ pub fn kernel_phase(images: &Path, repeat: usize) -> Result<Vec<Row>> {
     ])
 }
 
-/// Benchmark 2: The whole loader run, process start to exit, for an empty `main`, against a bare program.
+/// The whole loader run, process start to exit, for an empty `main`, against a bare program.
 pub fn loader_run(images: &Path, loader: &Path, repeat: usize) -> Result<Row> {
     let image = images.join("empty.ptx");
     let me = std::env::current_exe()?;
@@ -82,7 +82,7 @@ pub fn loader_run(images: &Path, loader: &Path, repeat: usize) -> Result<Row> {
     ))
 }
 
-/// Benchmark 3: Startup cost against grid size, up to 16 times what the device holds at once; the barrier design as the
+/// Startup cost against grid size, up to 16 times what the device holds at once; the barrier design as the
 /// comparator up to the largest grid it can run (beyond residency it never finishes).
 pub fn grid_scaling(images: &Path, repeat: usize) -> Result<Vec<Row>> {
     let mut session = session(images, "empty", &[])?;

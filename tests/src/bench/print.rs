@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::report::{Row, Stats, row};
 
-/// Benchmark 5: A million lines from a full grid through `println!` and through C's `printf` (`printf-flood-c`),
+/// A million lines from a full grid through `println!` and through C's `printf` (`printf-flood-c`),
 /// against CUDA's `vprintf` with the driver's FIFO and an enlarged one; every line must arrive whole, once.
 /// Throughput is lines arrived per second of the whole process. `vprintf` with the driver's FIFO drains at a few
 /// thousand lines a second (the kernel waits on a full FIFO), so that run is stopped after [`SLOW_LIMIT`] and rated

@@ -11,7 +11,7 @@ use crate::baselines::PingPong;
 use crate::report::{Row, Stats, row};
 use crate::runs::{run_ok, session};
 
-/// Benchmark 4: One thread's RPC round trip, against a raw mapped-memory ping-pong in the same context: an RPC that
+/// One thread's RPC round trip, against a raw mapped-memory ping-pong in the same context: an RPC that
 /// carries nothing (the protocol's own cost: port lock, hand-off both ways) and one that carries a number each way
 /// (one more read of host memory by the device for the reply). The ping-pong runs on the outbox words of the port
 /// that the RPC of the same row uses ([`PingPong::sample`]). Each sample of ours is followed by a sample of the
@@ -61,7 +61,7 @@ pub fn rpc_round_trip(images: &Path, repeat: usize) -> Result<Vec<Row>> {
     ])
 }
 
-/// Benchmark 4b: One thread's empty RPC against bare hand-offs of the same port's buffers, alternating in one kernel
+/// One thread's empty RPC against bare hand-offs of the same port's buffers, alternating in one kernel
 /// and timed with the device's clock (`rpc-latency N compare`): the same SM, port words and host thread for both, so
 /// the ratio is the protocol's cost alone. Across processes the raw round trip itself differs by a few tenths of a
 /// microsecond (where the kernel and the region land), which the separate-kernel baseline of benchmark 4 mixes into
@@ -110,7 +110,7 @@ pub fn rpc_round_trip_in_kernel(images: &Path, loader: &Path, repeat: usize) -> 
     Ok(row)
 }
 
-/// Benchmark 7: One thread's first RPC after the host's serve loop went idle (50 ms without a message, so it sleeps
+/// One thread's first RPC after the host's serve loop went idle (50 ms without a message, so it sleeps
 /// between its passes), timed on the device (`rpc-latency N after-idle 50`), against the round trip that follows it
 /// at once, while the loop is busy again. Several samples per `gpu-test-loader` process (`loader`).
 pub fn rpc_after_idle(images: &Path, loader: &Path, repeat: usize) -> Result<Row> {
