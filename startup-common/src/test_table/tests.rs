@@ -1,0 +1,93 @@
+use super::*;
+use std::string::ToString;
+
+#[test]
+fn the_name_leaves_out_the_crate() {
+    assert_eq!(TestSpec::new("my_crate::tests::adds").name, "tests::adds");
+    assert_eq!(TestSpec::new("my_crate::adds").name, "adds");
+    assert_eq!(TestSpec::new("adds").name, "adds");
+}
+
+#[test]
+fn every_field_round_trips() {
+    let spec = TestSpec::new("c::m::reduces")
+        .threads_xyz(32, 2, 1)
+        .blocks(4)
+        .timeout_ms(1500)
+        .ignore()
+        .should_panic_with("sum was 17");
+    const_assert_len(&spec);
+    let bytes: [u8; 36 + 10 + 10] = spec.encode();
+    assert_eq!(decode(&bytes), Ok(TestSpec { name: "m::reduces", ..spec }));
+    let plain = TestSpec::new("c::plain");
+    let bytes: [u8; 36 + 5] = plain.encode();
+    let decoded = decode(&bytes).unwrap();
+    assert_eq!(decoded, TestSpec { name: "plain", ..plain });
+    assert_eq!((decoded.threads, decoded.blocks, decoded.timeout_ms), ([0; 3], [0; 3], 0));
+    assert_eq!(TestSpec::new("c::t").timeout(5).timeout_ms, 5000);
+}
+
+fn const_assert_len(spec: &TestSpec<'_>) {
+    assert_eq!(spec.encoded_len(), HEADER_LEN + spec.name.len() + spec.expected.map_or(0, str::len));
+}
+
+/// The layout in the module's table, byte by byte: the loader of another version must read the same.
+#[test]
+fn the_layout_is_the_documented_one() {
+    let bytes: [u8; 36 + 1 + 2] =
+        TestSpec::new("c::t").threads(32).blocks_xyz(2, 3, 4).timeout_ms(0x01020304).should_panic_with("ab").encode();
+    assert_eq!(bytes[..8], [VERSION, FLAG_SHOULD_PANIC, 1, 0, 2, 0, 0, 0]);
+    assert_eq!(bytes[8..20], [32, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0]);
+    assert_eq!(bytes[20..32], [2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0]);
+    assert_eq!(bytes[32..36], [4, 3, 2, 1]);
+    assert_eq!(&bytes[36..], b"tab");
+}
+
+#[test]
+fn corrupt_metadata_is_refused_with_its_reason() {
+    let good: [u8; 36 + 1] = TestSpec::new("c::t").threads(2).encode();
+    let corrupt = |at: usize, value: u8| {
+        let mut bytes = good.to_vec();
+        bytes[at] = value;
+        decode(&bytes).unwrap_err()
+    };
+    assert_eq!(decode(&good[..20]), Err(DecodeError::Truncated { len: 20 }));
+    assert_eq!(corrupt(0, 9), DecodeError::Version(9));
+    assert_eq!(corrupt(1, 0x80), DecodeError::Flags(0x80));
+    assert_eq!(corrupt(2, 5), DecodeError::Length { header_says: 41, actual: 37 });
+    assert_eq!(corrupt(6, 1), DecodeError::Inconsistent("its reserved bytes are not zero"));
+    assert_eq!(corrupt(12, 0), DecodeError::Shape { what: "threads", counts: [2, 0, 1] });
+    assert_eq!(corrupt(36, 0xff), DecodeError::NotUtf8("name"));
+    let mut longer = good.to_vec();
+    longer.push(b'x');
+    assert_eq!(decode(&longer), Err(DecodeError::Length { header_says: 37, actual: 38 }));
+    longer[4] = 1;
+    assert!(matches!(decode(&longer), Err(DecodeError::Inconsistent(_))));
+    let mut nameless = good[..36].to_vec();
+    nameless[2] = 0;
+    assert_eq!(decode(&nameless), Err(DecodeError::EmptyName));
+    for error in [corrupt(0, 9), corrupt(2, 5), corrupt(12, 0), corrupt(36, 0xff)] {
+        assert!(!error.to_string().contains('\n'), "{error}");
+    }
+}
+
+#[test]
+fn results_map_to_main_statuses() {
+    assert_eq!(().status(), 0);
+    assert_eq!(Ok::<(), &str>(()).status(), 0);
+}
+
+fn plain() {}
+fn fallible() -> Result<(), &'static str> {
+    Ok(())
+}
+
+// On the host the macro only checks the function's type and the options; these must compile.
+crate::gpu_test!("plain_1", plain);
+crate::gpu_test!("plain_2", plain, threads(32), blocks_xyz(2, 2, 1), timeout(5), ignore);
+crate::gpu_test!("fallible_1", fallible, should_panic_with("boom"), timeout_ms(250),);
+
+#[test]
+fn every_table_global_has_the_common_prefix() {
+    assert!(ENTRY_PREFIX.starts_with(PREFIX) && META_PREFIX.starts_with(PREFIX));
+}
