@@ -19,6 +19,7 @@ use xshell::{Shell, cmd};
 
 use gpu_loader::target::GpuTarget;
 
+use crate::clang::clang_flags;
 use crate::image::{BuiltImage, ImageFolder};
 use crate::toolchain;
 
@@ -48,8 +49,8 @@ impl Language {
         }
     }
 
-    /// clang's flags for the language beyond [`clang_flags`]: C++ as freestanding GPU code has no exceptions, no
-    /// RTTI and no standard library beyond what the startup's headers give (`docs/c-programs.md`).
+    /// clang's flags for the language beyond [`clang_flags`]: C++ as freestanding GPU code has no exceptions, no RTTI
+    /// and no standard library beyond what the startup's headers give (`docs/c-programs.md`).
     pub fn flags(self) -> &'static [&'static str] {
         match self {
             Language::C => &[],
@@ -221,21 +222,6 @@ pub fn build_startup(sh: &Shell, target: GpuTarget, arch: &str, release: bool) -
     Ok(archive)
 }
 
-/// clang's flags for `target` and `arch`, beyond what `cc` adds.
-pub fn clang_flags(target: GpuTarget, arch: &str) -> Result<Vec<String>> {
-    let mut flags: Vec<String> = ["-nogpulib", "-ffreestanding", "-flto"].map(str::to_owned).into();
-    match target {
-        GpuTarget::Nvptx => {
-            // Without a CUDA installation clang assumes PTX 4.2, too old for any arch the startup supports.
-            let ptx = gpu_loader::linker::min_ptx_version(arch)?;
-            flags.extend([format!("-march={arch}"), "-Xclang".into(), "-target-feature".into()]);
-            flags.extend(["-Xclang".into(), format!("+ptx{ptx}")]);
-        }
-        GpuTarget::Amdgpu => flags.push(format!("-mcpu={arch}")),
-    }
-    Ok(flags)
-}
-
 /// Compiles `source` to LLVM bitcode objects in `out_dir` with the `cc` crate; returns the objects.
 fn compile(
     clang: &Path,
@@ -324,15 +310,6 @@ mod tests {
         assert_eq!(clang_major("clang version 21.0.0git (https://github.com/llvm/llvm-project abc)"), Some(21));
         assert_eq!(clang_major("Apple clang version 17.0.0 (clang-1700.0.13.3)"), Some(17));
         assert_eq!(clang_major("gcc (Debian 12.2.0-14) 12.2.0"), None);
-    }
-
-    #[test]
-    fn nvptx_gets_a_ptx_version_that_its_arch_supports() {
-        let flags = clang_flags(GpuTarget::Nvptx, "sm_90").unwrap();
-        assert!(flags.contains(&"-march=sm_90".to_owned()) && flags.contains(&"+ptx78".to_owned()), "{flags:?}");
-        assert!(clang_flags(GpuTarget::Nvptx, "sm_60").is_err());
-        let flags = clang_flags(GpuTarget::Amdgpu, "gfx90a").unwrap();
-        assert!(flags.contains(&"-mcpu=gfx90a".to_owned()) && flags.contains(&"-flto".to_owned()), "{flags:?}");
     }
 
     #[test]

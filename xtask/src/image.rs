@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use gpu_loader::target::GpuTarget;
 use xshell::{Shell, cmd};
 
@@ -102,5 +102,26 @@ fn copy_expectations(source_dir: &Path, out_dir: &Path, program: &str) -> Result
         };
         std::fs::copy(source_dir.join(&name), out_dir.join(target))?;
     }
+    Ok(())
+}
+
+/// Checks every image statically: the three kernels with the ABI's parameters (for AMD, against the code object's
+/// metadata note), well-formed constructor symbols, and a `main` or a well-formed test table. Needs no GPU.
+pub fn check_images(images: &[BuiltImage]) -> Result<()> {
+    let mut checked = 0;
+    for built in images {
+        let cubins = ["cubin", "linked.cubin"].map(|extension| built.path.with_extension(extension));
+        for path in std::iter::once(built.path.clone()).chain(cubins.into_iter().filter(|cubin| cubin.is_file())) {
+            let image = gpu_loader::image::Image::read(&path)?;
+            image.check_startup_abi()?;
+            gpu_loader::ctors::ConstructorTable::of(&image)?;
+            let tests = gpu_loader::test_list::read(&image)?;
+            if tests.is_empty() && image.lacks_own_main()? {
+                bail!("{}: defines neither `main` nor tests", path.display());
+            }
+            checked += 1;
+        }
+    }
+    println!("xtask: static check passed for {checked} GPU images");
     Ok(())
 }

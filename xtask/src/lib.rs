@@ -5,8 +5,10 @@
 pub mod bindgen;
 pub mod build;
 pub mod c_programs;
+pub mod clang;
 pub mod fuzz;
 pub mod gpu_cargo;
+pub mod gpus;
 pub mod image;
 pub mod nextest;
 pub mod out_of_tree;

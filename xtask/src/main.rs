@@ -175,7 +175,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::OutOfTree => {
             xtask::suite::build_host_binaries(&sh)?;
-            xtask::out_of_tree::check(&sh, xtask::suite::Gpus::detect()).map(drop)
+            xtask::out_of_tree::check(&sh, xtask::gpus::Gpus::detect()).map(drop)
         }
         Command::Bench { arch, bench_args } => xtask::suite::bench(&sh, arch.gpu_arch, &bench_args),
     }

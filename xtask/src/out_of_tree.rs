@@ -60,7 +60,7 @@ impl Pages {
 }
 
 /// Makes, sets up, builds, checks and (with a GPU) runs the crate and its tests; returns its images.
-pub fn check(sh: &Shell, gpus: crate::suite::Gpus) -> Result<Vec<BuiltImage>> {
+pub fn check(sh: &Shell, gpus: crate::gpus::Gpus) -> Result<Vec<BuiltImage>> {
     let pages = Pages::read()?;
     let tools = install_tools(sh)?;
     let dir = std::env::temp_dir().join(format!("{NAME}-{}", std::process::id()));
@@ -70,7 +70,7 @@ pub fn check(sh: &Shell, gpus: crate::suite::Gpus) -> Result<Vec<BuiltImage>> {
     result.with_context(|| format!("the out-of-tree crate ({}, made from {PAGE}) failed", dir.display()))
 }
 
-fn check_in(sh: &Shell, dir: &Path, tools: &Path, pages: &Pages, gpus: crate::suite::Gpus) -> Result<Vec<BuiltImage>> {
+fn check_in(sh: &Shell, dir: &Path, tools: &Path, pages: &Pages, gpus: crate::gpus::Gpus) -> Result<Vec<BuiltImage>> {
     let root = crate::project_root();
     let gpu_startup = root.join("startup-common/gpu-startup");
     let path_with_tools = prepend_path(tools)?;
@@ -110,7 +110,7 @@ fn check_in(sh: &Shell, dir: &Path, tools: &Path, pages: &Pages, gpus: crate::su
         ensure!(output.status.success(), "`cargo build --target {spec}` failed:\n{}", stderr_of(&output));
         let built =
             cargo_target.join(target.spec_name()).join("debug").join(format!("{NAME}.{}", target.image_extension()));
-        crate::suite::check_images(&[image(target, &built)?])?;
+        crate::image::check_images(&[image(target, &built)?])?;
         let table = gpu_loader::ctors::ConstructorTable::of(&gpu_loader::image::Image::read(&built)?)?;
         if target == GpuTarget::Nvptx {
             ensure!(
@@ -185,7 +185,7 @@ fn check_tests(cargo: &dyn Fn(&[&str]) -> Result<Output>, target: GpuTarget, pag
     let (Some(unit), Some(integration), 2) = (unit, integration, artifacts.len()) else {
         bail!("`cargo test --no-run --target {spec}` built {artifacts:?}, not the unit and the integration tests");
     };
-    crate::suite::check_images(&[image(target, &unit.image)?, image(target, &integration.image)?])?;
+    crate::image::check_images(&[image(target, &unit.image)?, image(target, &integration.image)?])?;
     let images = vec![
         copy_out(target, &unit.image, &format!("{NAME}-tests"), &unit_test_expectations())?,
         copy_out(

@@ -7,33 +7,8 @@ use gpu_loader::target::GpuTarget;
 use xshell::{Shell, cmd};
 
 use crate::build::{self, BuildOptions};
-use crate::image::BuiltImage;
-
-/// The GPUs this machine can run programs on.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Gpus {
-    pub nvidia: bool,
-    pub amd: bool,
-}
-
-impl Gpus {
-    /// Asks the NVIDIA driver for a device (without panicking when it is missing) and looks for the AMD kernel
-    /// driver's `/dev/kfd`.
-    pub fn detect() -> Self {
-        Self { nvidia: gpu_loader::cuda::init_driver().is_ok(), amd: Path::new("/dev/kfd").exists() }
-    }
-
-    pub fn has(self, target: GpuTarget) -> bool {
-        match target {
-            GpuTarget::Nvptx => self.nvidia,
-            GpuTarget::Amdgpu => self.amd,
-        }
-    }
-
-    fn none(self) -> bool {
-        !self.nvidia && !self.amd
-    }
-}
+use crate::gpus::Gpus;
+use crate::image::check_images;
 
 /// Builds the release host binaries the suite runs: `gpu-loader` and `gpu-suite` (and `gpu-test-loader`, which the
 /// suite finds next to `gpu-loader`, and `gpu-bench`).
@@ -59,27 +34,6 @@ pub fn bench(sh: &Shell, gpu_arch: Option<String>, bench_args: &[String]) -> Res
     let bench = root.join("target/release/gpu-bench");
     let json = root.join("target/bench.json");
     cmd!(sh, "{bench} --images {dir} --loader {loader} --json {json} {bench_args...}").run()?;
-    Ok(())
-}
-
-/// Checks every image statically: the three kernels with the ABI's parameters (for AMD, against the code object's
-/// metadata note), well-formed constructor symbols, and a `main` or a well-formed test table. Needs no GPU.
-pub fn check_images(images: &[BuiltImage]) -> Result<()> {
-    let mut checked = 0;
-    for built in images {
-        let cubins = ["cubin", "linked.cubin"].map(|extension| built.path.with_extension(extension));
-        for path in std::iter::once(built.path.clone()).chain(cubins.into_iter().filter(|cubin| cubin.is_file())) {
-            let image = gpu_loader::image::Image::read(&path)?;
-            image.check_startup_abi()?;
-            gpu_loader::ctors::ConstructorTable::of(&image)?;
-            let tests = gpu_loader::test_list::read(&image)?;
-            if tests.is_empty() && image.lacks_own_main()? {
-                bail!("{}: defines neither `main` nor tests", path.display());
-            }
-            checked += 1;
-        }
-    }
-    println!("xtask: static check passed for {checked} GPU images");
     Ok(())
 }
 

@@ -72,7 +72,7 @@ pub fn check(
     std::fs::write(&caller_c, CALLER)?;
     std::fs::write(&callee_rs, CALLEE)?;
     let (caller, callee) = (work_dir.join("caller.bc"), work_dir.join("callee.bc"));
-    let flags = crate::c_programs::clang_flags(target, arch)?;
+    let flags = crate::clang::clang_flags(target, arch)?;
     cmd!(sh, "{clang} --target={triple} {flags...} -O2 -c {caller_c} -o {caller}").quiet().run()?;
     let cpu = format!("-Ctarget-cpu={arch}");
     let extern_arg = format!("startup_common={}", startup_common.display());
