@@ -14,6 +14,7 @@
 //! Every function is called by any number of threads of the grid at once. The allocating ones combine the calling
 //! lanes of a warp ([`Gpu::lane_mask`]); freeing is per lane.
 
+mod counter;
 mod geometry;
 #[cfg(any(test, feature = "host"))]
 mod host;

@@ -11,8 +11,8 @@
 
 use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
+use super::counter::{UNUSED, class_of_counter, count};
 use super::geometry::{self, CLASS_COUNT, PAGE_BYTES, PAGE_SHIFT, PAGES_PER_SLAB, header};
-use super::slabs::{UNUSED, class_of_counter, count};
 use super::{Heap, HeapError};
 use crate::gpu::{DeviceRmw, Gpu};
 

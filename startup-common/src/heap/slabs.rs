@@ -1,14 +1,6 @@
 //! Chunks: slabs of one size class, found through per-class slab maps, reserved through counters, taken through
-//! bitmaps. Nothing here takes a lock; making a slab takes one page run from `pages.rs`.
-//!
-//! **The counter** of slab `s` (one word) holds its state: the high half is 0 for a slab not in use, or one more
-//! than its class; the low half is `COUNT_BIAS` plus the chunks that are free and not reserved. Taking chunks is two
-//! steps: reserve `n` by subtracting `n` from the counter (the old value says how many of them the slab had: any
-//! shortfall is added back), then set `n` clear bits of the bitmap, which the reservation guarantees to exist: the
-//! counter never exceeds the clear bits, since a free clears its bit before it adds 1. The bias keeps a counter that
-//! reservers pushed below zero from borrowing from the high half. A slab is put in use by *adding* the difference
-//! between the in-use and the unused value, and taken out of use by a compare-and-swap from "every chunk free": so a
-//! subtraction made on a slab just taken out of use, and added back after it was put in use again, still balances.
+//! bitmaps. Nothing here takes a lock; making a slab takes one page run from `pages.rs`. A slab's state is its counter
+//! (`counter.rs`).
 //!
 //! **The slab map** of a class has a bit per slab: set while the slab is of that class and may have a free chunk.
 //! Every counter update that takes the count from zero or less to above zero sets the bit; one that takes it from
@@ -19,32 +11,12 @@
 
 use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
+use super::counter::{UNUSED, class_of_counter, count, in_use};
 use super::geometry::{self, PAGES_PER_SLAB, SLAB_BYTES, header};
 use super::pages::PageUse;
 use super::{Heap, HeapError};
 use crate::gpu::{DeviceRmw, Gpu};
 use crate::sync::AtomicU64;
-
-/// Added to a counter's count, so that reservations that push it below zero stay in the low half.
-pub(super) const COUNT_BIAS: u64 = 1 << 31;
-
-/// A counter's value for a slab not in use: no class, no chunks.
-pub(super) const UNUSED: u64 = COUNT_BIAS;
-
-/// A counter's value for a slab of class `class` with `count` chunks free and not reserved.
-pub(super) const fn in_use(class: u32, count: u32) -> u64 {
-    ((class as u64 + 1) << 32) | (COUNT_BIAS + count as u64)
-}
-
-/// The class a counter value says its slab has, if it is in use.
-pub(super) fn class_of_counter(value: u64) -> Option<u32> {
-    ((value >> 32) as u32).checked_sub(1)
-}
-
-/// The count in a counter value: free, unreserved chunks, less the reservations being given back.
-pub(super) fn count(value: u64) -> i64 {
-    (value & 0xffff_ffff) as i64 - COUNT_BIAS as i64
-}
 
 /// What a reservation got: `count` chunks of slab `slab`; `fresh` when the slab was just made and its first `count`
 /// chunks are already taken for the reservers. `count` 0: the heap is out of memory.
@@ -361,20 +333,6 @@ impl<G: Gpu> Heap<G> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn counters_keep_class_and_count_apart() {
-        let value = in_use(5, 100);
-        assert_eq!((class_of_counter(value), count(value)), (Some(5), 100));
-        assert_eq!((class_of_counter(UNUSED), count(UNUSED)), (None, 0));
-        // Reservations below zero stay in the low half.
-        let below = value.wrapping_sub(1000);
-        assert_eq!((class_of_counter(below), count(below)), (Some(5), -900));
-        // Putting a slab in use by adding keeps a pending subtraction.
-        let pending = UNUSED.wrapping_sub(3);
-        let used = pending.wrapping_add(in_use(2, 50).wrapping_sub(UNUSED));
-        assert_eq!((class_of_counter(used), count(used)), (Some(2), 47));
-    }
 
     #[test]
     fn bit_helpers() {

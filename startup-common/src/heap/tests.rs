@@ -285,7 +285,7 @@ mod loom_models {
             let counter = heap.word(geometry.counter_word(slab)).load(SeqCst);
             for class in 0..geometry::CLASS_COUNT {
                 let marked = heap.word(geometry.slab_map_word(class, slab / 64)).load(SeqCst) & 1 << (slab % 64) != 0;
-                let has_room = slabs::class_of_counter(counter) == Some(class) && slabs::count(counter) > 0;
+                let has_room = counter::class_of_counter(counter) == Some(class) && counter::count(counter) > 0;
                 assert!(marked || !has_room, "slab {slab} of class {class} has room but is not marked");
             }
         }
