@@ -4,6 +4,25 @@
 
 pub(crate) use imp::*;
 
+/// `coordinates` in a box of `shape`, numbered x first: `x + y * sx + z * sx * sy`.
+pub(crate) fn linear(coordinates: [u32; 3], shape: [u32; 3]) -> u64 {
+    let [x, y, z] = coordinates.map(u64::from);
+    let [sx, sy, _] = shape.map(u64::from);
+    x + sx * (y + sy * z)
+}
+
+/// Threads per block: what `block::thread_count` says, and `grid` and `thread` count with.
+pub(crate) fn threads_per_block() -> u32 {
+    // The loader refuses blocks of more than 2^32 - 1 threads, and the GPUs allow 1024.
+    launch_shape().threads.iter().product()
+}
+
+/// The calling thread's block's number in the grid, x first: what `block::index` says, and `thread::index` counts
+/// with.
+pub(crate) fn block_index() -> u64 {
+    linear(thread_ids().block, launch_shape().blocks)
+}
+
 #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
 mod imp {
     #[cfg(target_arch = "amdgpu")]
@@ -53,5 +72,20 @@ mod imp {
 
     pub(crate) fn abort() -> ! {
         std::process::abort()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coordinates_are_numbered_x_first() {
+        assert_eq!(linear([0, 0, 0], [4, 3, 2]), 0);
+        assert_eq!(linear([3, 0, 0], [4, 3, 2]), 3);
+        assert_eq!(linear([0, 1, 0], [4, 3, 2]), 4);
+        assert_eq!(linear([3, 2, 1], [4, 3, 2]), 23);
+        let max = u64::from(u32::MAX);
+        assert_eq!(linear([u32::MAX - 1, u32::MAX - 1, 0], [u32::MAX, u32::MAX, 1]), max * max - 1);
     }
 }

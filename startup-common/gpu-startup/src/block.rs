@@ -10,7 +10,7 @@ pub fn id() -> [u32; 3] {
 
 /// The block's number in the grid: x first, then y, then z.
 pub fn index() -> u64 {
-    crate::thread::linear(id(), crate::grid::shape())
+    arch::block_index()
 }
 
 /// Threads per block in x, y and z (CUDA's `blockDim`; `gpu-loader --threads`).
@@ -20,6 +20,5 @@ pub fn shape() -> [u32; 3] {
 
 /// Threads per block.
 pub fn thread_count() -> u32 {
-    // The loader refuses blocks of more than 2^32 - 1 threads, and the GPUs allow 1024.
-    shape().iter().product()
+    arch::threads_per_block()
 }

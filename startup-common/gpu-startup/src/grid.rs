@@ -18,5 +18,5 @@ pub fn block_count() -> u64 {
 /// Threads in the grid: every one of them runs `main`.
 pub fn thread_count() -> u64 {
     // The loader refuses grids of more than 2^64 threads.
-    block_count() * u64::from(crate::block::thread_count())
+    block_count() * u64::from(arch::threads_per_block())
 }

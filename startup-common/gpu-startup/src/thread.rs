@@ -31,12 +31,12 @@ pub fn id() -> [u32; 3] {
 /// The thread's number in the whole grid, from 0 to [`grid::thread_count`](crate::grid::thread_count) - 1: its
 /// block's [`index`](crate::block::index) times the threads per block, plus its [`index_in_block`].
 pub fn index() -> u64 {
-    crate::block::index() * u64::from(crate::block::thread_count()) + u64::from(index_in_block())
+    arch::block_index() * u64::from(arch::threads_per_block()) + u64::from(index_in_block())
 }
 
 /// The thread's number in its block: x first, then y, then z.
 pub fn index_in_block() -> u32 {
-    linear(id(), crate::block::shape()) as u32
+    arch::linear(id(), arch::launch_shape().threads) as u32
 }
 
 /// Whether this is thread 0 of block 0: the one to do what the whole program does once.
@@ -63,26 +63,9 @@ pub fn sleep(duration: Duration) {
     }
 }
 
-/// `coordinates` in a box of `shape`, numbered x first: `x + y * sx + z * sx * sy`.
-pub(crate) fn linear(coordinates: [u32; 3], shape: [u32; 3]) -> u64 {
-    let [x, y, z] = coordinates.map(u64::from);
-    let [sx, sy, _] = shape.map(u64::from);
-    x + sx * (y + sy * z)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn coordinates_are_numbered_x_first() {
-        assert_eq!(linear([0, 0, 0], [4, 3, 2]), 0);
-        assert_eq!(linear([3, 0, 0], [4, 3, 2]), 3);
-        assert_eq!(linear([0, 1, 0], [4, 3, 2]), 4);
-        assert_eq!(linear([3, 2, 1], [4, 3, 2]), 23);
-        let max = u64::from(u32::MAX);
-        assert_eq!(linear([u32::MAX - 1, u32::MAX - 1, 0], [u32::MAX, u32::MAX, 1]), max * max - 1);
-    }
 
     #[test]
     fn the_host_is_a_grid_of_one_thread() {
