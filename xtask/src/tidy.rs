@@ -2,7 +2,8 @@
 //! - links in Markdown files and in comments (`[text](docs/x.md)`, `../README.md`, with `#anchors` checked against
 //!   the target's headings) and on file paths in code spans (`` `loader/src/run.rs` ``) that lead nowhere in the
 //!   repository;
-//! - the words in [`FORBIDDEN`], which speak of how the work was done rather than of the project.
+//! - the words in [`FORBIDDEN`], which speak of how the work was done rather than of the project;
+//! - modules of a crate that refer to each other (`cycles`).
 //!
 //! It reads the files git knows (tracked, or new and not ignored), so it checks a change before it is committed. It
 //! runs as a test: `cargo test -p xtask tidy`, part of `cargo xtask test`.
@@ -12,6 +13,8 @@ use std::fmt;
 use std::sync::LazyLock;
 
 use regex::Regex;
+
+mod cycles;
 
 /// Phrases that describe how the work was organised, not what the project is or does, and what to write instead.
 /// Case-insensitive; `\s+` between words also matches a line break with the next line's comment marker. A match in
@@ -134,6 +137,7 @@ fn check(repo: &Repo) -> Vec<Problem> {
             problems.extend(dead_links(repo, path, &prose));
         }
     }
+    problems.extend(cycles::module_cycles(repo));
     problems.sort();
     problems
 }

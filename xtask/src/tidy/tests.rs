@@ -96,3 +96,51 @@ fn the_files_of_this_test_may_name_the_words() {
 fn repeated_headings_get_numbered_anchors() {
     assert_eq!(heading_slugs("# A `b`: c!\n## Cost\n## Cost\n```\n# not\n```\n"), ["a-b-c", "cost", "cost-1"]);
 }
+
+const CRATE: [(&str, &str); 2] = [("k/Cargo.toml", "[package]\n"), ("k/src/lib.rs", "mod a;\nmod b;\nmod c;\n")];
+
+fn crate_with(modules: &[(&str, &str)]) -> Vec<String> {
+    found(&[&CRATE[..], modules].concat())
+}
+
+#[test]
+fn modules_that_refer_to_each_other_are_a_cycle() {
+    let problems = crate_with(&[
+        ("k/src/a.rs", "use crate::b::B;\n"),
+        ("k/src/b.rs", "pub struct B;\nfn f() { super::c::g() }\n"),
+        ("k/src/c/mod.rs", "pub fn g() { let _ = crate::a::A; }\n"),
+    ]);
+    assert_eq!(
+        problems,
+        ["k/src/a.rs:1: modules a, b, c of `k/src` refer to each other: move what they share into a module of its own"]
+    );
+}
+
+#[test]
+fn comments_tests_the_root_and_one_way_references_are_no_cycle() {
+    let problems = crate_with(&[
+        // `a` refers to `b` in code, `b` to `a` only in comments, a test module and the root's re-export.
+        ("k/src/a.rs", "use crate::b::B;\n"),
+        (
+            "k/src/b.rs",
+            "/// Unlike [`crate::a`].\npub struct B; // crate::a::A\n#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}\n",
+        ),
+        ("k/src/b/tests.rs", "use crate::a::A;\n"),
+        ("k/src/c.rs", "use crate::A;\nuse self::inner::X;\n"),
+    ]);
+    assert_eq!(problems, Vec::<String>::new());
+}
+
+#[test]
+fn a_child_that_refers_to_its_parent_which_refers_back_is_a_cycle() {
+    let problems = crate_with(&[
+        ("k/src/a/mod.rs", "mod inner;\nfn f() { self::inner::g() }\n"),
+        ("k/src/a/inner.rs", "pub fn g() { super::h() }\n"),
+    ]);
+    assert_eq!(
+        problems,
+        [
+            "k/src/a/mod.rs:1: modules a, a::inner of `k/src` refer to each other: move what they share into a module of its own"
+        ]
+    );
+}
