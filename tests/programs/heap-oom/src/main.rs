@@ -11,6 +11,7 @@
 extern crate alloc;
 
 use alloc::alloc::{Layout, alloc, dealloc};
+use core::hint::black_box;
 
 use gpu_startup::{block, println, thread};
 
@@ -54,8 +55,11 @@ fn free_all(mut chain: *mut u8, size: usize, fill: u8) -> bool {
 fn main() -> i32 {
     match gpu_startup::env::args().nth(1) {
         None => {
-            // SAFETY: layouts of non-zero size; any block they got would be leaked, but they must get none.
-            let huge = [1usize << 40, 1 << 62].map(|size| unsafe { alloc(Layout::from_size_align(size, 16).unwrap()) });
+            // SAFETY: layouts of non-zero size; any block they got would be leaked, but they must get none. The
+            // pointers go through `black_box`: an allocation whose result is only compared with null is one the
+            // compiler may remove, taking the comparison for false.
+            let huge = [1usize << 40, 1 << 62]
+                .map(|size| black_box(unsafe { alloc(Layout::from_size_align(size, 16).unwrap()) }));
             if huge.iter().all(|block| block.is_null()) {
                 println!("larger than the heap: null");
             }
