@@ -321,8 +321,8 @@ impl<B: Backend> Session<B> {
         flushed?;
         report.panicked_threads = panicked_threads(self.control);
         // SAFETY: the control block is host-mapped memory the backend keeps alive; the kernels only write it.
-        let progress = unsafe { std::ptr::addr_of!((*self.control).progress).read_volatile() };
-        report.constructors_ran = progress != abi::progress::NOT_STARTED;
+        let constructed = unsafe { std::ptr::addr_of!((*self.control).constructed).read_volatile() };
+        report.constructors_ran = constructed != 0;
         Ok(report)
     }
 

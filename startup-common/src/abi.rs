@@ -89,6 +89,9 @@ pub struct Control {
     /// How many threads panicked in this run: exact once `_end` started, a lower bound before (panicking threads
     /// count on the device and store their count here, possibly out of order).
     pub panicked_threads: u32,
+    /// 1 once every constructor returned; stays 0 when one panicked or called `exit`. Apart from `progress`, which
+    /// `_end` moves on regardless: a test harness must tell "the test failed" from "the test never ran".
+    pub constructed: u32,
 }
 
 /// The argument of `_begin`.
@@ -239,8 +242,9 @@ mod tests {
         assert_eq!(offset_of!(StartArgs, argv), 8);
         assert_eq!(offset_of!(StartArgs, result), 24);
         assert_eq!(offset_of!(StartArgs, test), 32);
-        assert_eq!(size_of::<Control>(), 8);
+        assert_eq!(size_of::<Control>(), 12);
         assert_eq!(offset_of!(Control, panicked_threads), 4);
+        assert_eq!(offset_of!(Control, constructed), 8);
         assert_eq!(size_of::<EndArgs>(), 8);
         for align in [align_of::<BeginArgs>(), align_of::<StartArgs>(), align_of::<EndArgs>()] {
             assert_eq!(align, 8);

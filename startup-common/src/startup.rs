@@ -138,6 +138,7 @@ impl<G: Gpu> Runtime<G> {
             unsafe { init(args.argc, args.argv, args.envp) };
         }
         self.constructed.store(true, Ordering::Relaxed);
+        self.report_constructed();
         self.report_progress(progress::BEGIN_DONE);
     }
 
@@ -326,6 +327,14 @@ impl<G: Gpu> Runtime<G> {
         if !control.is_null() {
             // SAFETY: the loader's control block lives for the whole program; only one-thread kernels write it.
             unsafe { core::ptr::addr_of_mut!((*control).progress).write_volatile(marker) };
+        }
+    }
+
+    fn report_constructed(&self) {
+        let control = self.control.load(Ordering::Relaxed);
+        if !control.is_null() {
+            // SAFETY: the loader's control block lives for the whole program; only `_begin`, one thread, writes this.
+            unsafe { core::ptr::addr_of_mut!((*control).constructed).write_volatile(1) };
         }
     }
 
