@@ -138,8 +138,11 @@ impl<G: Gpu> Heap<G> {
             if end > total {
                 return None;
             }
-            match self.first_used(first as u32, (end as u32).min(top)) {
-                Some(used) => first = self.align_page(used + 1, align),
+            match self.last_used(first as u32, (end as u32).min(top)) {
+                // No run starting at or before the window's last used page fits: go on from the next free page
+                // after it, skipping whole words of used pages. (Stepping a page at a time from the first used one
+                // crawls through a heap full of slabs: tens of thousands of steps per request, all under the lock.)
+                Some(used) => first = self.align_page(self.next_free(used + 1, top), align),
                 None => break,
             }
         }
@@ -150,23 +153,38 @@ impl<G: Gpu> Heap<G> {
         Some(first as u32)
     }
 
-    /// The first page in use in `from..to` (below the top).
-    fn first_used(&self, from: u32, to: u32) -> Option<u32> {
+    /// The last page in use in `from..to` (below the top).
+    fn last_used(&self, from: u32, to: u32) -> Option<u32> {
         let geometry = self.setup().geometry;
-        let mut page = from;
-        while page < to {
-            let word_end = (page / 64 + 1) * 64;
-            let mut mask = u64::MAX << (page % 64);
-            if to < word_end {
-                mask &= (1u64 << (to % 64)) - 1;
-            }
-            let used = self.word(geometry.page_bits_word(page)).load(Relaxed) & mask;
+        let mut end = to;
+        while end > from {
+            let word_start = (end - 1) / 64 * 64;
+            let start = word_start.max(from);
+            let mut mask = u64::MAX >> (64 - (end - word_start));
+            mask &= u64::MAX << (start - word_start);
+            let used = self.word(geometry.page_bits_word(word_start)).load(Relaxed) & mask;
             if used != 0 {
-                return Some(page / 64 * 64 + used.trailing_zeros());
+                return Some(word_start + 63 - used.leading_zeros());
             }
-            page = word_end;
+            end = start;
         }
         None
+    }
+
+    /// The first free page at or after `from`: below the top by the page bits, else `max(from, top)` (the pages
+    /// from the top on are all free; their bits are stale).
+    fn next_free(&self, from: u32, top: u32) -> u32 {
+        let geometry = self.setup().geometry;
+        let mut page = from;
+        while page < top {
+            let word_start = page / 64 * 64;
+            let free = !self.word(geometry.page_bits_word(page)).load(Relaxed) & u64::MAX << (page - word_start);
+            if free != 0 {
+                return (word_start + free.trailing_zeros()).min(top);
+            }
+            page = word_start + 64;
+        }
+        from.max(top)
     }
 
     /// Sets up the metadata of pages `top..new_top`, free, and publishes the new top. Under the lock.
@@ -204,9 +222,12 @@ impl<G: Gpu> Heap<G> {
             PageUse::Slab { .. } => (first..first + count).for_each(|page| self.set_page_map(page, use_)),
             _ => self.set_page_map(first, use_),
         }
+        // The hint stays at or below the lowest free page: past this run, at the next free page, when the run
+        // started at it.
         let hint = self.word(header::FREE_HINT);
         if hint.load(Relaxed) == u64::from(first) {
-            hint.store(u64::from(first + count), Relaxed);
+            let top = self.word(header::TOP).load(Relaxed) as u32;
+            hint.store(u64::from(self.next_free(first + count, top)), Relaxed);
         }
     }
 

@@ -128,6 +128,28 @@ mod single_thread {
     }
 
     #[test]
+    fn large_blocks_go_to_the_first_hole_they_fit_past_full_words_and_smaller_holes() {
+        let (_pool, heap) = heap(64);
+        let run = 3 * PAGE_BYTES;
+        let blocks: Vec<*mut u8> = (0..200).map(|_| heap.allocate(run, 1)).collect();
+        let base = blocks[0];
+        let page = |block: *mut u8| (block as usize - base as usize) / PAGE_BYTES;
+        assert!(blocks.iter().enumerate().all(|(i, &block)| page(block) == 3 * i), "packed from the first page");
+        free(&heap, blocks[10]).unwrap();
+        free(&heap, blocks[100]).unwrap();
+        // Two holes of three pages, far apart: four pages fit only after the last block.
+        assert_eq!(page(heap.allocate(4 * PAGE_BYTES, 1)), 600);
+        assert_eq!(page(heap.allocate(run, 1)), 30, "the lowest hole that fits");
+        assert_eq!(page(heap.allocate(run, 1)), 300);
+        assert_eq!(page(heap.allocate(2 * PAGE_BYTES + 1, 1)), 604, "past every used page");
+        free(&heap, blocks[0]).unwrap();
+        assert_eq!(page(heap.allocate(run, 1)), 0, "a freed run lowers the search's start");
+        let aligned = heap.allocate(run, 64 * PAGE_BYTES);
+        assert_eq!(aligned as usize % (64 * PAGE_BYTES), 0);
+        assert!((607..607 + 64).contains(&page(aligned)), "the first aligned page past the used ones");
+    }
+
+    #[test]
     fn a_full_class_makes_new_slabs_and_reuses_freed_chunks() {
         let (_pool, heap) = heap(16);
         let class_size = 1000; // class of 1024: 64 chunks a slab
