@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use startup_common::abi::{self, BeginArgs, Control, EndArgs, Kernel, KernelArgs, LaunchParams, MainFn, StartArgs};
+use startup_common::abi::{BeginArgs, Control, EndArgs, Kernel, KernelArgs, LaunchParams, MainFn, StartArgs};
 use startup_common::rpc::{self, HostCalls};
 
 use crate::args::ArgBlock;

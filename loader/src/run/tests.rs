@@ -6,6 +6,7 @@ use super::*;
 use crate::backend::{Progress, ResourceUsage};
 use crate::server::tests::{Capture, Scribbler, first_packet_of_a_write};
 use crate::status::RunStatus;
+use startup_common::abi;
 use startup_common::gpu::HostThread;
 use startup_common::io as gpu_io;
 use startup_common::io::Stream;
