@@ -60,41 +60,29 @@ fn serve(region: &HostRegion, messages: usize) -> std::vec::Vec<(u32, u64)> {
 /// client that asked.
 #[test]
 fn loom_two_clients_one_port() {
-    builder().check(|| {
-        let (region, client) = setup(1);
-        let workers: std::vec::Vec<_> = (0..2u64)
-            .map(|n| {
-                let client = client.clone();
-                thread::spawn(move || assert_eq!(client.test_increment(10 * n + 1), 10 * n + 2))
-            })
-            .collect();
-        let mut seen = serve(&region, 2);
-        seen.sort();
-        assert_eq!(seen, [(TEST_INCREMENT, 1), (TEST_INCREMENT, 11)]);
-        for worker in workers {
-            worker.join().unwrap();
-        }
-    });
+    builder().check(|| two_clients_increment(1, [1, 11]));
 }
 
 /// Two clients, two ports: they may pick either port; nothing is lost or duplicated.
 #[test]
 fn loom_two_clients_two_ports() {
-    builder().check(|| {
-        let (region, client) = setup(2);
-        let workers: std::vec::Vec<_> = (0..2u64)
-            .map(|n| {
-                let client = client.clone();
-                thread::spawn(move || assert_eq!(client.test_increment(n + 5), n + 6))
-            })
-            .collect();
-        let mut seen = serve(&region, 2);
-        seen.sort();
-        assert_eq!(seen, [(TEST_INCREMENT, 5), (TEST_INCREMENT, 6)]);
-        for worker in workers {
-            worker.join().unwrap();
-        }
+    builder().check(|| two_clients_increment(2, [5, 6]));
+}
+
+/// Two clients on a region of `ports` ports each ask for one of `values` to be incremented; the server sees each
+/// request once, and each client gets its own answer.
+fn two_clients_increment(ports: u32, values: [u64; 2]) {
+    let (region, client) = setup(ports);
+    let workers = values.map(|value| {
+        let client = client.clone();
+        thread::spawn(move || assert_eq!(client.test_increment(value), value + 1))
     });
+    let mut seen = serve(&region, 2);
+    seen.sort();
+    assert_eq!(seen, values.map(|value| (TEST_INCREMENT, value)));
+    for worker in workers {
+        worker.join().unwrap();
+    }
 }
 
 /// A fire-and-forget message (EXIT) leaves the port with the server; a second client on the only port must wait
