@@ -60,6 +60,12 @@ pub trait Backend {
     fn copy_to_device(&mut self, address: u64, bytes: &[u8]) -> Result<()>;
     /// Queues `kernel` on the grid `params` with `args` as its one argument. Kernels run in queue order.
     fn launch(&mut self, kernel: Kernel, params: &LaunchParams, args: &[u8]) -> Result<()>;
+    /// Queues the startup's three kernels: `_begin` and `_end` on one thread, `_start` on `start`, each with its
+    /// argument bytes from `args`. Backends that can launch them as one unit do (CUDA: a graph); the others queue
+    /// them one by one.
+    fn launch_startup(&mut self, start: &LaunchParams, args: [&[u8]; 3]) -> Result<()> {
+        launch_one_by_one(self, start, args)
+    }
     /// Whether everything queued has finished, without waiting.
     fn poll(&mut self) -> Result<Progress>;
     /// The kernels' resources.
@@ -70,4 +76,17 @@ pub trait Backend {
     fn kernel_times(&mut self) -> Option<[Duration; 3]> {
         None
     }
+}
+
+/// The grid of each startup kernel, in [`Kernel::ALL`]'s order, when the user's grid is `start`.
+pub fn startup_grids(start: &LaunchParams) -> [LaunchParams; 3] {
+    [LaunchParams::SINGLE, *start, LaunchParams::SINGLE]
+}
+
+/// [`Backend::launch_startup`] as three launches in queue order.
+pub fn launch_one_by_one<B: Backend + ?Sized>(backend: &mut B, start: &LaunchParams, args: [&[u8]; 3]) -> Result<()> {
+    for ((kernel, grid), args) in Kernel::ALL.into_iter().zip(startup_grids(start)).zip(args) {
+        backend.launch(kernel, &grid, args)?;
+    }
+    Ok(())
 }

@@ -9,15 +9,17 @@ use cudarc::driver::sys::{self, CUdevice_attribute as Attr, CUfunction_attribute
 use startup_common::abi::{FINI_ARRAY_END, FINI_ARRAY_START, INIT_ARRAY_END, INIT_ARRAY_START, Kernel, LaunchParams};
 
 mod errors;
+mod graph;
 mod module;
 
 pub use module::MAX_REGISTERS;
 
-use crate::backend::{Backend, DeviceOptions, HostMapped, Progress, ResourceUsage};
+use crate::backend::{Backend, DeviceOptions, HostMapped, Progress, ResourceUsage, launch_one_by_one, startup_grids};
 use crate::ctors::ConstructorTable;
 use crate::error::{LoaderError, Result};
 use crate::image::Image;
 use errors::{describe, driver_error};
+use graph::StartupLauncher;
 use module::{JitCache, load_module};
 
 /// One program's CUDA state: the primary context of its device, the module, one stream and every allocation.
@@ -30,7 +32,9 @@ pub struct CudaBackend {
     device_allocations: Vec<sys::CUdeviceptr>,
     /// Recorded around each kernel when timings were asked for.
     events: Option<[sys::CUevent; 4]>,
-    launched: usize,
+    /// The startup's kernels as one graph, unless kernel times were asked for (a graph's kernels cannot be timed
+    /// one by one).
+    startup: StartupLauncher,
 }
 
 /// Makes sure the driver library exists before cudarc touches it (cudarc panics when it is missing), and that it
@@ -72,7 +76,7 @@ impl CudaBackend {
             host_allocations: Vec::new(),
             device_allocations: Vec::new(),
             events: None,
-            launched: 0,
+            startup: StartupLauncher::default(),
         };
         // SAFETY: a plain setting of the current context. Each thread's stack holds `print!`'s formatting buffer
         // and the panic handler's frames; the driver's default of 1 KiB overflows there.
@@ -246,8 +250,16 @@ impl Backend for CudaBackend {
             // SAFETY: the event and stream are ours.
             unsafe { result::event::record(events[index + 1], self.stream) }.map_err(driver_error("cuEventRecord"))?;
         }
-        self.launched += 1;
         Ok(())
+    }
+
+    fn launch_startup(&mut self, start: &LaunchParams, args: [&[u8]; 3]) -> Result<()> {
+        if self.events.is_some() {
+            return launch_one_by_one(self, start, args);
+        }
+        let grids = startup_grids(start);
+        let shared_bytes = grids.map(|grid| startup_common::abi::block_memory_bytes(&grid, self.lane_size()));
+        self.startup.launch(self.kernels, grids, shared_bytes, args, self.stream)
     }
 
     fn poll(&mut self) -> Result<Progress> {
@@ -307,6 +319,8 @@ impl Drop for CudaBackend {
                 let _ = result::stream::synchronize(self.stream);
                 let _ = result::stream::destroy(self.stream);
             }
+            // The graph's nodes name the module's functions: it goes before the module.
+            self.startup = StartupLauncher::default();
             for address in self.device_allocations.drain(..) {
                 let _ = result::free_sync(address);
             }

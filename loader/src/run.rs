@@ -224,6 +224,9 @@ pub struct Session<B: Backend> {
     options: RunOptions,
     control: *const Control,
     result: u64,
+    /// Whether the result word holds zero: it does when allocated, and `_end` zeroes it once it has read it, so only
+    /// a run that did not finish leaves it to the loader.
+    result_zeroed: bool,
     begin: BeginArgs,
     start: StartArgs,
     end: EndArgs,
@@ -267,7 +270,7 @@ impl<B: Backend> Session<B> {
             result: result as *mut i32,
             test: std::ptr::null(),
         };
-        let end = EndArgs { result: result as *const i32 };
+        let end = EndArgs { result: result as *mut i32 };
         // SAFETY: the region is `region_size` zeroed bytes of host-mapped memory that lives as long as `backend`,
         // which the session owns alongside the server.
         let server = unsafe { HostServer::new(region.host.cast(), options.rpc_ports, lane_size) }
@@ -281,6 +284,7 @@ impl<B: Backend> Session<B> {
             options: options.clone(),
             control: control.host.cast::<Control>(),
             result,
+            result_zeroed: true,
             begin,
             start,
             end,
@@ -305,16 +309,18 @@ impl<B: Backend> Session<B> {
         timeout: Option<Duration>,
     ) -> Result<RunReport> {
         self.start.test = test;
-        self.backend.copy_to_device(self.result, &0i32.to_ne_bytes())?;
+        if !std::mem::replace(&mut self.result_zeroed, false) {
+            self.backend.copy_to_device(self.result, &0i32.to_ne_bytes())?;
+        }
         // SAFETY: the control block is host-mapped memory the backend keeps alive; no kernel runs now.
         unsafe { self.control.cast_mut().write_volatile(Control::default()) };
         self.server.start_run();
-        // All three kernels are queued at once: stream order runs them one after another, `_end` reads `main`'s
-        // combined result from device memory, and nothing waits on the host between them.
-        self.backend.launch(Kernel::Begin, &LaunchParams::SINGLE, self.begin.as_bytes())?;
-        self.backend.launch(Kernel::Start, launch, self.start.as_bytes())?;
-        self.backend.launch(Kernel::End, &LaunchParams::SINGLE, self.end.as_bytes())?;
+        // All three kernels are queued at once: they run one after another, `_end` reads `main`'s combined result
+        // from device memory, and nothing waits on the host between them.
+        self.backend.launch_startup(launch, [self.begin.as_bytes(), self.start.as_bytes(), self.end.as_bytes()])?;
         let outcome = serve::serve(&mut self.backend, &mut self.server, timeout, self.control);
+        // Finished means `_end` ran: it read the result word and left it zeroed.
+        self.result_zeroed = matches!(outcome, Ok(RunReport { finished: true, .. }));
         // The output held for files goes into them before they are closed.
         let flushed = self.server.close_files().map_err(LoaderError::from);
         let mut report = outcome?;

@@ -206,7 +206,7 @@ pub extern "gpu-kernel" fn _start(
 
 /// One work-item: the exit sequence.
 #[unsafe(no_mangle)]
-pub extern "gpu-kernel" fn _end(result: *const c_int) {
+pub extern "gpu-kernel" fn _end(result: *mut c_int) {
     // SAFETY: dispatched by the loader after `_start` completed, with its result word.
     unsafe { RUNTIME.end(&EndArgs { result }) }
 }

@@ -133,8 +133,9 @@ pub struct StartArgs {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct EndArgs {
-    /// The same word `_start` ORed into; `_end` reads it, so the loader can queue all three kernels at once.
-    pub result: *const c_int,
+    /// The same word `_start` ORed into; `_end` reads it, so the loader can queue all three kernels at once, and
+    /// zeroes it, so the next run of the loaded program starts from zero without a copy from the host.
+    pub result: *mut c_int,
 }
 
 /// A kernel argument as the bytes the driver copies: the structs have no padding, so every byte is initialised.

@@ -182,6 +182,10 @@ impl<G: Gpu> Runtime<G> {
         unsafe { self.client.prepare_block() };
         crate::errno::clear::<G>();
         self.report_progress(progress::END_STARTED);
+        // Read and zeroed first, whatever way the program ends: the loader runs a loaded program again (a test
+        // binary runs it once per test) and copies a zero only after a run that did not reach this point.
+        // SAFETY: the loader's result word, which `_start` finished writing before this kernel began.
+        let status = unsafe { AtomicI32::from_ptr(args.result) }.swap(0, Ordering::Relaxed);
         let panicked = self.panicked.load(Ordering::Relaxed);
         if panicked > 0 {
             // Every panicking thread has ended: the count is exact now. A panic ends the program as
@@ -191,8 +195,6 @@ impl<G: Gpu> Runtime<G> {
             self.client.exit(PANIC_EXIT_CODE);
             G::end_thread()
         }
-        // SAFETY: the loader's result word, which `_start` finished writing before this kernel began.
-        let status = unsafe { args.result.read_volatile() };
         self.exit(status)
     }
 

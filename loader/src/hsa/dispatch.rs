@@ -269,7 +269,7 @@ mod tests {
                 heap_size: 1 << 30,
             },
             StartArgs { argc: 3, reserved: 0, argv, envp, result: 0x5000 as *mut i32, test: 0x6000 as *const _ },
-            EndArgs { result: 0x5000 as *const i32 },
+            EndArgs { result: 0x5000 as *mut i32 },
         )
     }
 
