@@ -32,6 +32,8 @@ struct StandIn {
     running: Option<JoinHandle<()>>,
     then: Progress,
     torn_down: Arc<AtomicBool>,
+    /// The device address of each copy to the device, in order.
+    copied_to: Vec<u64>,
 }
 
 impl StandIn {
@@ -43,6 +45,7 @@ impl StandIn {
             running: None,
             then,
             torn_down: Arc::default(),
+            copied_to: Vec::new(),
         }
     }
 }
@@ -64,11 +67,16 @@ impl Backend for StandIn {
     fn alloc_device(&mut self, len: usize) -> Result<u64> {
         Ok(self.alloc_host_mapped(len.max(8))?.device)
     }
-    fn copy_to_device(&mut self, _: u64, _: &[u8]) -> Result<()> {
+    fn copy_to_device(&mut self, address: u64, _: &[u8]) -> Result<()> {
+        self.copied_to.push(address);
         Ok(())
     }
     fn launch(&mut self, kernel: Kernel, _: &LaunchParams, _: &[u8]) -> Result<()> {
         if kernel == Kernel::Start {
+            // The last run's program has ended (a session runs one program at a time).
+            if let Some(thread) = self.running.take() {
+                thread.join().unwrap();
+            }
             let (region, ports) = (self.region.unwrap(), self.ports);
             let program = self.program.take().expect("one run");
             self.running = Some(std::thread::spawn(move || {
@@ -124,6 +132,32 @@ fn run_stand_in(options: &RunOptions, then: Progress, program: Program) -> (Resu
     // As `run_on` does: a kernel may still use what the session allocated.
     std::mem::forget(session);
     (report, output.text())
+}
+
+/// `_end` leaves `main`'s result word zeroed for the next run, so the loader copies a zero there only after a run
+/// that did not finish (here a fault), which may have left a result behind.
+#[test]
+fn the_loader_zeroes_the_result_word_only_after_a_run_that_did_not_finish() {
+    let options = options();
+    let backend = StandIn::new(&options, Progress::Finished, Box::new(|client, _| client.exit(0)));
+    let mut session = Session::new(backend, &options, &arguments())
+        .unwrap()
+        .with_output(Box::new(Capture::default()), Box::new(Capture::default()));
+    let result = session.result;
+    let mut run = |then: Progress, program: Program| {
+        let backend = session.backend();
+        (backend.then, backend.program) = (then, Some(program));
+        backend.copied_to.clear();
+        let report = session.run(&LaunchParams::SINGLE).unwrap();
+        (report.finished, session.backend().copied_to.contains(&result))
+    };
+    let [finished, faulted, after_fault] =
+        [Progress::Finished, Progress::Faulted("CUDA_ERROR_ILLEGAL_ADDRESS".into()), Progress::Finished]
+            .map(|then| run(then, Box::new(|client: &'static Client<HostThread>, _: Scribbler| client.exit(0))));
+    assert_eq!(finished, (true, false), "the allocation is zeroed: no copy before the first run");
+    assert_eq!(faulted, (false, false), "the finished run's `_end` zeroed the word");
+    assert_eq!(after_fault, (true, true), "the faulted run may have left a result: the loader zeroes it");
+    std::mem::forget(session);
 }
 
 /// A message no handler serves ends the run with an error, and the loader does not tear the context down under
