@@ -47,14 +47,25 @@ impl Handler {
     }
 }
 
-/// Up to `N` handlers. A spin lock guards it: registrations are rare, and GPU threads have nothing to block on.
+/// Up to `N` handlers. A spin lock guards it: registrations are rare, and GPU threads have nothing to block on. The
+/// one-thread kernels, `_begin` and `_end`, go without it ([`AtExitRegistry::reset_alone`],
+/// [`AtExitRegistry::run_all_alone`]): on NVPTX each acquire and release of the lock is a system-scope fence of about
+/// 1,000 cycles, and nothing else runs then.
 pub struct AtExitRegistry<const N: usize> {
-    handlers: spin::Mutex<Handlers<N>>,
+    handlers: spin::mutex::SpinMutex<Handlers<N>>,
 }
 
 struct Handlers<const N: usize> {
     slots: [Option<Handler>; N],
     len: usize,
+}
+
+impl<const N: usize> Handlers<N> {
+    /// Takes the latest handler.
+    fn pop(&mut self) -> Option<Handler> {
+        self.len = self.len.checked_sub(1)?;
+        self.slots[self.len].take()
+    }
 }
 
 impl<const N: usize> Default for AtExitRegistry<N> {
@@ -65,7 +76,7 @@ impl<const N: usize> Default for AtExitRegistry<N> {
 
 impl<const N: usize> AtExitRegistry<N> {
     pub const fn new() -> Self {
-        Self { handlers: spin::Mutex::new(Handlers { slots: [None; N], len: 0 }) }
+        Self { handlers: spin::mutex::SpinMutex::new(Handlers { slots: [None; N], len: 0 }) }
     }
 
     /// Adds `handler` to run before every handler registered so far.
@@ -79,26 +90,38 @@ impl<const N: usize> AtExitRegistry<N> {
         })
     }
 
-    /// Forgets every handler: a new run of the program's kernels starts with an empty registry. Only the count is
-    /// reset: no slot at or above it is ever read before `register` writes it.
-    pub fn clear(&self) {
-        self.locked(|handlers| handlers.len = 0);
+    /// Forgets every handler and registers `first`, without the lock: a new run of the program's kernels starts
+    /// with only `first`. Only the count is reset: no slot at or above it is ever read before `register` writes it.
+    ///
+    /// # Safety
+    /// No other thread may use the registry meanwhile, nor hold its lock.
+    pub unsafe fn reset_alone(&self, first: Handler) {
+        // SAFETY: the caller guarantees that nothing else reads or writes the handlers now.
+        let handlers = unsafe { &mut *self.handlers.as_mut_ptr() };
+        handlers.slots[0] = Some(first);
+        handlers.len = 1;
     }
 
     /// Runs every handler, the latest first. A handler may register another; it runs next. The lock is not held
     /// while a handler runs, so handlers may call `atexit` without deadlocking.
     pub fn run_all(&self) {
-        while let Some(handler) = self.pop() {
+        while let Some(handler) = self.locked(Handlers::pop) {
             handler.call();
         }
     }
 
-    fn pop(&self) -> Option<Handler> {
-        self.locked(|handlers| {
-            let len = handlers.len.checked_sub(1)?;
-            handlers.len = len;
-            handlers.slots[len].take()
-        })
+    /// [`run_all`](Self::run_all) without taking the lock to take each handler. A handler may still register
+    /// another (taking the lock, which is free); it runs next.
+    ///
+    /// # Safety
+    /// No other thread may use the registry until this returns.
+    pub unsafe fn run_all_alone(&self) {
+        loop {
+            // SAFETY: the caller guarantees that no other thread uses the registry; this thread's own `register`
+            // calls (from a handler) have returned, and the reference ends before the handler runs.
+            let Some(handler) = Handlers::pop(unsafe { &mut *self.handlers.as_mut_ptr() }) else { return };
+            handler.call();
+        }
     }
 
     /// Runs `critical` holding the lock. The section runs inside the loop: the lanes of an AMD wavefront that lost
@@ -140,15 +163,37 @@ mod tests {
     }
 
     #[test]
-    fn clear_empties_the_registry() {
-        recorder!(LOG, handler => 1);
+    fn reset_alone_leaves_only_its_handler() {
+        recorder!(LOG, old => 1, first => 2, later => 3);
         let registry = AtExitRegistry::<2>::new();
-        registry.register(Handler::C(handler)).unwrap();
-        registry.register(Handler::C(handler)).unwrap();
-        registry.clear();
-        registry.register(Handler::C(handler)).unwrap();
+        registry.register(Handler::C(old)).unwrap();
+        registry.register(Handler::C(old)).unwrap();
+        // SAFETY: this test's registry is used by this thread alone.
+        unsafe { registry.reset_alone(Handler::C(first)) };
+        registry.register(Handler::C(later)).unwrap();
+        assert_eq!(registry.register(Handler::C(later)), Err(RegistryFull));
         registry.run_all();
-        assert_eq!(*LOG.lock().unwrap(), [1]);
+        assert_eq!(*LOG.lock().unwrap(), [3, 2]);
+    }
+
+    /// `_end`'s way: the handlers taken without the lock, in the same order, one registered by a handler next.
+    #[test]
+    fn run_all_alone_runs_what_run_all_would() {
+        static REGISTRY: AtExitRegistry<4> = AtExitRegistry::new();
+        recorder!(LOG, inner => 2, oldest => 0);
+        unsafe extern "C" fn registering() {
+            LOG.lock().unwrap().push(10);
+            REGISTRY.register(Handler::C(inner)).unwrap();
+        }
+        // SAFETY: this test's registry is used by this thread alone.
+        unsafe { REGISTRY.reset_alone(Handler::C(oldest)) };
+        REGISTRY.register(Handler::C(registering)).unwrap();
+        // SAFETY: as above.
+        unsafe { REGISTRY.run_all_alone() };
+        assert_eq!(*LOG.lock().unwrap(), [10, 2, 0]);
+        // SAFETY: as above.
+        unsafe { REGISTRY.run_all_alone() };
+        assert_eq!(LOG.lock().unwrap().len(), 3, "every handler was taken");
     }
 
     #[test]

@@ -124,13 +124,13 @@ impl<G: Gpu> Runtime<G> {
         self.constructed.store(false, Ordering::Relaxed);
         self.panicked.store(0, Ordering::Relaxed);
         self.missing_main_reported.store(false, Ordering::Relaxed);
-        self.atexit.clear();
 
         // The destructors are registered first so that they run last: after every handler that a constructor or
         // `main` registers later, as C requires of `atexit` handlers versus static destructors.
         FINI_ARRAY.set(arrays.fini);
-        let registered = self.atexit.register(Handler::C(run_fini_array));
-        debug_assert!(registered.is_ok(), "the empty registry has room for the destructor walk");
+        // SAFETY: this is the program's only thread, and no thread of an earlier run holds the lock: the kernels of
+        // an earlier run ended before this one began (queue order), and none ends while holding it.
+        unsafe { self.atexit.reset_alone(Handler::C(run_fini_array)) };
 
         for init in arrays.init {
             // SAFETY: constructors are C-ABI functions of exactly this prototype (see `InitCallback`); argv and envp
@@ -195,7 +195,17 @@ impl<G: Gpu> Runtime<G> {
             self.client.exit(PANIC_EXIT_CODE);
             G::end_thread()
         }
-        self.exit(status)
+        // `exit`'s sequence, for the program's only thread: `_start` is over. Relaxed, and the handlers taken without
+        // the lock: on NVPTX each acquire or release is a system-scope fence of about 1,000 cycles.
+        if self.exiting.load(Ordering::Relaxed) {
+            // A constructor or a thread of `_start` called `exit`, which ran the sequence and reported.
+            G::end_thread();
+        }
+        self.exiting.store(true, Ordering::Relaxed);
+        // SAFETY: `_start` has completed: no other thread of the program runs, and none holds the registry's lock.
+        unsafe { self.atexit.run_all_alone() };
+        self.client.exit(status);
+        G::end_thread()
     }
 
     /// What a program's `main` does when the program defines none (the target crates' weak default): says so on
