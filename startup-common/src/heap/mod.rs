@@ -160,7 +160,10 @@ impl<G: Gpu> Heap<G> {
         // The lock, the free-page hint and the slab-making flags start clear, and no page has metadata yet: the page
         // allocator sets up each page's metadata when it first hands the page out.
         for index in 0..header::WORDS {
-            self.word(index).store(0, core::sync::atomic::Ordering::Relaxed);
+            // Through `meta` rather than `self.word`: the setup, read back after each store (which might alias it),
+            // would cost a load per word.
+            // SAFETY: the caller's `geometry.words` live words at `meta`, of which the header is the first.
+            unsafe { &*meta.add(index) }.store(0, core::sync::atomic::Ordering::Relaxed);
         }
     }
 
