@@ -25,8 +25,11 @@ pub enum LoaderError {
     Driver { api: &'static str, message: String },
     #[error("cannot reserve a device heap of {size} bytes (--heap-size): {source}")]
     Heap { size: u64, source: Box<LoaderError> },
-    #[error("the program ended without reporting an exit code (the RPC channel never received `exit`)")]
+    #[error("the program ended without reporting an exit code (its control block says it is still running)")]
     NoExitReported,
+    /// The control block's end word holds what no startup writes.
+    #[error("the program wrote over its control block: its end word reads {word:#x}")]
+    CorruptEnd { word: u64 },
     /// The RPC server failed (the message starts with `RPC: `), or a file the program left open could not be written
     /// out when the run ended. The server's own message is the whole message.
     #[error(transparent)]

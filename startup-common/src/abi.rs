@@ -92,6 +92,62 @@ pub struct Control {
     /// 1 once every constructor returned; stays 0 when one panicked or called `exit`. Apart from `progress`, which
     /// `_end` moves on regardless: a test harness must tell "the test failed" from "the test never ran".
     pub constructed: u32,
+    /// Zero; keeps `end` at its alignment.
+    pub reserved: u32,
+    /// How the program ended ([`ProgramEnd::to_word`]): zero while it runs. Written once, by `exit`, `abort` or
+    /// `_end`, with one 64-bit store, which the loader watches between its passes over the RPC ports.
+    pub end: u64,
+}
+
+/// How a program ended, as the startup reports it in [`Control::end`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgramEnd {
+    /// `exit` (or `main`'s combined result, or a panic's 101) with this status.
+    Exit(c_int),
+    /// `abort`.
+    Abort,
+}
+
+impl ProgramEnd {
+    /// The word's high half says which end, the low half holds the status: one store writes both, so the host
+    /// never sees the one without the other.
+    const EXIT: u64 = 1 << 32;
+    const ABORT: u64 = 2 << 32;
+
+    /// The word the startup writes into [`Control::end`]; never zero.
+    pub const fn to_word(self) -> u64 {
+        match self {
+            ProgramEnd::Exit(status) => Self::EXIT | status as u32 as u64,
+            ProgramEnd::Abort => Self::ABORT,
+        }
+    }
+
+    /// Reads a [`Control::end`] word: `Ok(None)` while the program runs, `Err(word)` for a word the startup never
+    /// writes (the program wrote over its control block).
+    pub const fn from_word(word: u64) -> Result<Option<Self>, u64> {
+        match word {
+            0 => Ok(None),
+            Self::ABORT => Ok(Some(ProgramEnd::Abort)),
+            _ if word >> 32 == Self::EXIT >> 32 => Ok(Some(ProgramEnd::Exit(word as u32 as c_int))),
+            _ => Err(word),
+        }
+    }
+
+    /// Reports this end to the host: writes its word into `control.end`.
+    ///
+    /// # Safety
+    /// `control` must be null (nothing is written) or the loader's control block, which lives as long as the program.
+    pub unsafe fn report(self, control: *mut Control) {
+        if control.is_null() {
+            return;
+        }
+        // SAFETY: the loader's control block (the caller's contract), 8-byte aligned as `Control` is; the host reads
+        // the word with atomic loads.
+        let word = unsafe { core::sync::atomic::AtomicU64::from_ptr(core::ptr::addr_of_mut!((*control).end)) };
+        // Relaxed: the host needs only the word itself, and sees it within microseconds; what the program printed
+        // before was acknowledged, and what other threads still send, the host serves after it saw the end.
+        word.store(self.to_word(), core::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// The argument of `_begin`.
@@ -243,13 +299,39 @@ mod tests {
         assert_eq!(offset_of!(StartArgs, argv), 8);
         assert_eq!(offset_of!(StartArgs, result), 24);
         assert_eq!(offset_of!(StartArgs, test), 32);
-        assert_eq!(size_of::<Control>(), 12);
+        assert_eq!(size_of::<Control>(), 24);
         assert_eq!(offset_of!(Control, panicked_threads), 4);
         assert_eq!(offset_of!(Control, constructed), 8);
+        assert_eq!(offset_of!(Control, end), 16);
         assert_eq!(size_of::<EndArgs>(), 8);
         for align in [align_of::<BeginArgs>(), align_of::<StartArgs>(), align_of::<EndArgs>()] {
             assert_eq!(align, 8);
         }
+    }
+
+    /// Every end survives its word, statuses of all 32 bits included, and no end is the word of a running program.
+    #[test]
+    fn program_ends_round_trip_through_their_word() {
+        for end in [ProgramEnd::Exit(0), ProgramEnd::Exit(-1), ProgramEnd::Exit(c_int::MIN), ProgramEnd::Abort] {
+            assert_ne!(end.to_word(), 0);
+            assert_eq!(ProgramEnd::from_word(end.to_word()), Ok(Some(end)));
+        }
+        assert_eq!(ProgramEnd::from_word(0), Ok(None));
+        for corrupt in [1, 3 << 32, u64::MAX, (2 << 32) | 7] {
+            assert_eq!(ProgramEnd::from_word(corrupt), Err(corrupt));
+        }
+    }
+
+    /// `report` writes the word, and nothing through a null control block.
+    #[test]
+    fn an_end_is_reported_in_the_control_block() {
+        let mut control = Control::default();
+        // SAFETY: a live control block, and null.
+        unsafe {
+            ProgramEnd::Exit(7).report(&mut control);
+            ProgramEnd::Abort.report(core::ptr::null_mut());
+        }
+        assert_eq!(ProgramEnd::from_word(control.end), Ok(Some(ProgramEnd::Exit(7))));
     }
 
     /// The kernel list gives the names the target crates spell and the sizes of the structs above, in launch order.

@@ -90,16 +90,20 @@ impl<const N: usize> AtExitRegistry<N> {
         })
     }
 
-    /// Forgets every handler and registers `first`, without the lock: a new run of the program's kernels starts
-    /// with only `first`. Only the count is reset: no slot at or above it is ever read before `register` writes it.
+    /// Forgets every handler and registers `first`, if given, without the lock: a new run of the program's kernels
+    /// starts with only `first`, or none. Only the count is reset: no slot at or above it is ever read before
+    /// `register` writes it.
     ///
     /// # Safety
     /// No other thread may use the registry meanwhile, nor hold its lock.
-    pub unsafe fn reset_alone(&self, first: Handler) {
+    pub unsafe fn reset_alone(&self, first: Option<Handler>) {
         // SAFETY: the caller guarantees that nothing else reads or writes the handlers now.
         let handlers = unsafe { &mut *self.handlers.as_mut_ptr() };
-        handlers.slots[0] = Some(first);
-        handlers.len = 1;
+        handlers.len = 0;
+        if let Some(first) = first {
+            handlers.slots[0] = Some(first);
+            handlers.len = 1;
+        }
     }
 
     /// Runs every handler, the latest first. A handler may register another; it runs next. The lock is not held
@@ -108,6 +112,15 @@ impl<const N: usize> AtExitRegistry<N> {
         while let Some(handler) = self.locked(Handlers::pop) {
             handler.call();
         }
+    }
+
+    /// Whether no handler is registered, read without the lock.
+    ///
+    /// # Safety
+    /// No other thread may use the registry meanwhile.
+    pub unsafe fn is_empty_alone(&self) -> bool {
+        // SAFETY: the caller guarantees that no other thread writes the handlers now.
+        unsafe { (*self.handlers.as_mut_ptr()).len == 0 }
     }
 
     /// [`run_all`](Self::run_all) without taking the lock to take each handler. A handler may still register
@@ -163,17 +176,26 @@ mod tests {
     }
 
     #[test]
-    fn reset_alone_leaves_only_its_handler() {
+    fn reset_alone_leaves_only_its_handler_or_none() {
         recorder!(LOG, old => 1, first => 2, later => 3);
         let registry = AtExitRegistry::<2>::new();
         registry.register(Handler::C(old)).unwrap();
         registry.register(Handler::C(old)).unwrap();
         // SAFETY: this test's registry is used by this thread alone.
-        unsafe { registry.reset_alone(Handler::C(first)) };
+        unsafe { registry.reset_alone(Some(Handler::C(first))) };
         registry.register(Handler::C(later)).unwrap();
         assert_eq!(registry.register(Handler::C(later)), Err(RegistryFull));
         registry.run_all();
         assert_eq!(*LOG.lock().unwrap(), [3, 2]);
+
+        registry.register(Handler::C(old)).unwrap();
+        // SAFETY: as above.
+        unsafe { registry.reset_alone(None) };
+        registry.run_all();
+        assert_eq!(*LOG.lock().unwrap(), [3, 2], "nothing registered");
+        registry.register(Handler::C(later)).unwrap();
+        registry.register(Handler::C(later)).unwrap();
+        assert_eq!(registry.register(Handler::C(later)), Err(RegistryFull), "every slot free again");
     }
 
     /// `_end`'s way: the handlers taken without the lock, in the same order, one registered by a handler next.
@@ -186,7 +208,7 @@ mod tests {
             REGISTRY.register(Handler::C(inner)).unwrap();
         }
         // SAFETY: this test's registry is used by this thread alone.
-        unsafe { REGISTRY.reset_alone(Handler::C(oldest)) };
+        unsafe { REGISTRY.reset_alone(Some(Handler::C(oldest))) };
         REGISTRY.register(Handler::C(registering)).unwrap();
         // SAFETY: as above.
         unsafe { REGISTRY.run_all_alone() };

@@ -8,15 +8,15 @@
 use core::ffi::{c_char, c_int};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
-use crate::abi::{BeginArgs, Control, EndArgs, FiniCallback, InitCallback, MainFn, StartArgs, progress};
+use crate::abi::{BeginArgs, Control, EndArgs, FiniCallback, InitCallback, MainFn, ProgramEnd, StartArgs, progress};
 use crate::atexit::{AtExitRegistry, Handler, RegistryFull};
 use crate::gpu::Gpu;
 use crate::heap::{Heap, HeapError};
 use crate::rpc;
 
 /// How many handlers the exit registry holds: C's `atexit` handlers (C requires room for at least 32) and C++'s
-/// destructors of objects with static storage, one for each such object constructed. One slot is taken by the
-/// destructor walk.
+/// destructors of objects with static storage, one for each such object constructed. In a program with destructors,
+/// one slot is taken by their walk.
 pub const ATEXIT_CAPACITY: usize = 1024;
 
 /// The exit code of a program whose thread panicked, as for a Rust program on the host.
@@ -32,6 +32,9 @@ pub struct Runtime<G: Gpu> {
     heap: Heap<G>,
     atexit: AtExitRegistry<ATEXIT_CAPACITY>,
     exiting: AtomicBool,
+    /// Non-zero once the program's end is reported (in [`Control::end`]): the first report stands, as when `abort`
+    /// races with another thread's `exit`. (A word, not a bool: NVPTX has no byte-sized atomic exchange.)
+    end_reported: AtomicU32,
     /// Set once `_begin` ran every constructor: until then (a constructor panicked or called `exit`), `main` must
     /// not run.
     constructed: AtomicBool,
@@ -69,6 +72,7 @@ impl<G: Gpu> Runtime<G> {
             heap: Heap::new(),
             atexit: AtExitRegistry::new(),
             exiting: AtomicBool::new(false),
+            end_reported: AtomicU32::new(0),
             constructed: AtomicBool::new(false),
             panicked: AtomicU32::new(0),
             missing_main_reported: AtomicBool::new(false),
@@ -121,16 +125,19 @@ impl<G: Gpu> Runtime<G> {
         // The loader may run a loaded program's kernels again (a test binary runs them once per test): each `_begin`
         // starts a new run.
         self.exiting.store(false, Ordering::Relaxed);
+        self.end_reported.store(0, Ordering::Relaxed);
         self.constructed.store(false, Ordering::Relaxed);
         self.panicked.store(0, Ordering::Relaxed);
         self.missing_main_reported.store(false, Ordering::Relaxed);
 
         // The destructors are registered first so that they run last: after every handler that a constructor or
-        // `main` registers later, as C requires of `atexit` handlers versus static destructors.
+        // `main` registers later, as C requires of `atexit` handlers versus static destructors. Without destructors
+        // nothing is registered, and `_end` of a program that registers no handler finds the registry empty.
         FINI_ARRAY.set(arrays.fini);
+        let fini_walk = (!arrays.fini.is_empty()).then_some(Handler::C(run_fini_array));
         // SAFETY: this is the program's only thread, and no thread of an earlier run holds the lock: the kernels of
         // an earlier run ended before this one began (queue order), and none ends while holding it.
-        unsafe { self.atexit.reset_alone(Handler::C(run_fini_array)) };
+        unsafe { self.atexit.reset_alone(fini_walk) };
 
         for init in arrays.init {
             // SAFETY: constructors are C-ABI functions of exactly this prototype (see `InitCallback`); argv and envp
@@ -138,8 +145,9 @@ impl<G: Gpu> Runtime<G> {
             unsafe { init(args.argc, args.argv, args.envp) };
         }
         self.constructed.store(true, Ordering::Relaxed);
-        self.report_constructed();
-        self.report_progress(progress::BEGIN_DONE);
+        // Through the argument, not the runtime's copy: a load fewer on the one thread every run waits for.
+        report_constructed(args.control);
+        report_progress(args.control, progress::BEGIN_DONE);
     }
 
     /// The body of `_start`, run by every thread of the user's grid: calls `main`, or the test that `args.test`
@@ -177,34 +185,57 @@ impl<G: Gpu> Runtime<G> {
     ///
     /// # Safety
     /// `args` must come from the loader; `_start` must have completed.
+    // Inlined into `_end`, its one caller: the argument then stays in parameter space, where a call would pass it
+    // through local memory, a trip more before the result word's.
+    #[inline(always)]
     pub unsafe fn end(&self, args: &EndArgs) -> ! {
+        // Every word `_end` decides on, read first and together, before the block's barrier (which waits for them):
+        // each read is a trip to L2, and reads issued together overlap, where a read after each branch would wait
+        // for the one before. Relaxed: `_start`'s end orders them, and on NVPTX each acquire is a system-scope fence
+        // of about 1,000 cycles. This is the program's only thread: a plain read and write of the result word.
+        let control = self.control.load(Ordering::Relaxed);
+        let panicked = self.panicked.load(Ordering::Relaxed);
+        let exiting = self.exiting.load(Ordering::Relaxed);
+        // SAFETY: the loader's result word, which `_start` finished writing before this kernel began.
+        let result = unsafe { AtomicI32::from_ptr(args.result) };
+        let status = result.load(Ordering::Relaxed);
+        // SAFETY: `_start` is over, and this thread registers nothing before it reads.
+        let handlers_registered = !unsafe { self.atexit.is_empty_alone() };
         // SAFETY: the start of the kernel, on every thread of the block (the only one).
         unsafe { self.client.prepare_block() };
         crate::errno::clear::<G>();
-        self.report_progress(progress::END_STARTED);
-        // Read and zeroed first, whatever way the program ends: the loader runs a loaded program again (a test
-        // binary runs it once per test) and copies a zero only after a run that did not reach this point.
-        // SAFETY: the loader's result word, which `_start` finished writing before this kernel began.
-        let status = unsafe { AtomicI32::from_ptr(args.result) }.swap(0, Ordering::Relaxed);
-        let panicked = self.panicked.load(Ordering::Relaxed);
+        report_progress(control, progress::END_STARTED);
+        // Zeroed whatever way the program ends: the loader runs a loaded program again (a test binary runs it once
+        // per test) and copies a zero only after a run that did not reach this point.
+        result.store(0, Ordering::Relaxed);
         if panicked > 0 {
             // Every panicking thread has ended: the count is exact now. A panic ends the program as
             // `panic = "abort"` does, without running handlers.
-            self.report_panicked_threads(panicked);
+            report_panicked_threads(control, panicked);
             self.exiting.store(true, Ordering::Relaxed);
-            self.client.exit(PANIC_EXIT_CODE);
+            // Unless a thread aborted or exited first.
+            if self.end_reported.load(Ordering::Relaxed) == 0 {
+                // SAFETY: null, or the loader's control block, which lives for the whole program.
+                unsafe { ProgramEnd::Exit(PANIC_EXIT_CODE).report(control) };
+            }
             G::end_thread()
         }
-        // `exit`'s sequence, for the program's only thread: `_start` is over. Relaxed, and the handlers taken without
-        // the lock: on NVPTX each acquire or release is a system-scope fence of about 1,000 cycles.
-        if self.exiting.load(Ordering::Relaxed) {
-            // A constructor or a thread of `_start` called `exit`, which ran the sequence and reported.
+        if exiting {
+            // A constructor or a thread of `_start` called `exit` (or `abort`), which reported the end.
             G::end_thread();
         }
+        // `exit`'s sequence, for the program's only thread: `_start` is over. Relaxed, and the handlers taken without
+        // the lock.
         self.exiting.store(true, Ordering::Relaxed);
-        // SAFETY: `_start` has completed: no other thread of the program runs, and none holds the registry's lock.
-        unsafe { self.atexit.run_all_alone() };
-        self.client.exit(status);
+        if handlers_registered {
+            // SAFETY: `_start` has completed: no other thread of the program runs, and none holds the registry's
+            // lock.
+            unsafe { self.atexit.run_all_alone() };
+        }
+        // Nothing reported an end before (`exiting` was clear), and a handler that calls `exit` or `abort` does not
+        // come back here.
+        // SAFETY: as above.
+        unsafe { ProgramEnd::Exit(status).report(control) };
         G::end_thread()
     }
 
@@ -263,14 +294,14 @@ impl<G: Gpu> Runtime<G> {
             G::end_thread();
         }
         self.atexit.run_all();
-        self.client.exit(status);
+        self.report_end(ProgramEnd::Exit(status));
         G::end_thread()
     }
 
     /// C's `abort`: ends the program abnormally, running no handlers.
     pub fn abort(&self) -> ! {
         self.exiting.store(true, Ordering::Release);
-        self.client.abort();
+        self.report_end(ProgramEnd::Abort);
         G::end_thread()
     }
 
@@ -290,7 +321,7 @@ impl<G: Gpu> Runtime<G> {
         }
         // Stores of different threads may land out of order: the loader reads a lower bound until `_end` stores
         // the exact count.
-        self.report_panicked_threads(earlier + 1);
+        report_panicked_threads(self.control.load(Ordering::Relaxed), earlier + 1);
         G::end_thread()
     }
 
@@ -334,29 +365,44 @@ impl<G: Gpu> Runtime<G> {
         self.abort()
     }
 
-    fn report_progress(&self, marker: u32) {
-        let control = self.control.load(Ordering::Relaxed);
-        if !control.is_null() {
-            // SAFETY: the loader's control block lives for the whole program; only one-thread kernels write it.
-            unsafe { core::ptr::addr_of_mut!((*control).progress).write_volatile(marker) };
+    /// Tells the host how the program ended, unless an earlier report did: the host stops serving the program once
+    /// it sees the end (after the messages already sent).
+    fn report_end(&self, end: ProgramEnd) {
+        if self.end_reported.swap(1, Ordering::Relaxed) == 0 {
+            // SAFETY: null, or the loader's control block, stored by `_begin`, which lives for the whole program.
+            unsafe { end.report(self.control.load(Ordering::Relaxed)) };
         }
     }
 
-    fn report_constructed(&self) {
-        let control = self.control.load(Ordering::Relaxed);
-        if !control.is_null() {
-            // SAFETY: the loader's control block lives for the whole program; only `_begin`, one thread, writes this.
-            unsafe { core::ptr::addr_of_mut!((*control).constructed).write_volatile(1) };
-        }
+    /// The loader's control block, for test programs that write over it to check how the loader copes
+    /// (`tests/programs/rpc-scribble`); null before `_begin` ran.
+    #[cfg(feature = "testing")]
+    pub fn control_for_testing(&self) -> *mut Control {
+        self.control.load(Ordering::Relaxed)
     }
+}
 
-    fn report_panicked_threads(&self, count: u32) {
-        let control = self.control.load(Ordering::Relaxed);
-        if !control.is_null() {
-            // SAFETY: the loader's control block lives for the whole program; this word is written only by
-            // panicking threads and `_end`, and read only by the host, which takes any value as a lower bound.
-            unsafe { core::ptr::addr_of_mut!((*control).panicked_threads).write_volatile(count) };
-        }
+/// Writes a [`progress`] marker into the loader's control block, when there is one (null: before `_begin`, or in host
+/// tests).
+fn report_progress(control: *mut Control, marker: u32) {
+    if !control.is_null() {
+        // SAFETY: the loader's control block lives for the whole program; only one-thread kernels write this word.
+        unsafe { core::ptr::addr_of_mut!((*control).progress).write_volatile(marker) };
+    }
+}
+
+fn report_constructed(control: *mut Control) {
+    if !control.is_null() {
+        // SAFETY: the loader's control block lives for the whole program; only `_begin`, one thread, writes this.
+        unsafe { core::ptr::addr_of_mut!((*control).constructed).write_volatile(1) };
+    }
+}
+
+fn report_panicked_threads(control: *mut Control, count: u32) {
+    if !control.is_null() {
+        // SAFETY: the loader's control block lives for the whole program; this word is written only by panicking
+        // threads and `_end`, and read only by the host, which takes any value as a lower bound.
+        unsafe { core::ptr::addr_of_mut!((*control).panicked_threads).write_volatile(count) };
     }
 }
 
@@ -403,5 +449,95 @@ impl core::fmt::Display for PanicLocation<'_> {
             Some(location) => write!(f, "{}:{}:{}", location.file(), location.line(), location.column()),
             None => f.write_str("<unknown location>"),
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use crate::gpu::HostThread;
+    use core::sync::atomic::AtomicU64;
+    use std::boxed::Box;
+    use std::time::{Duration, Instant};
+
+    /// A runtime with a control block of its own, as `_begin` leaves it (the rest of `_begin` touches globals that
+    /// other tests use).
+    fn runtime_with_control() -> (&'static Runtime<HostThread>, &'static AtomicU64) {
+        let runtime: &'static Runtime<HostThread> = Box::leak(Box::new(Runtime::new()));
+        let control: &'static mut Control = Box::leak(Box::default());
+        runtime.control.store(control, Ordering::Relaxed);
+        // SAFETY: the block lives for the rest of the process; the runtime writes its end word atomically.
+        let end = unsafe { AtomicU64::from_ptr(core::ptr::addr_of_mut!(control.end)) };
+        (runtime, end)
+    }
+
+    /// The end the host would read, once the word is written (at most 10 s).
+    fn reported(end: &AtomicU64) -> Option<ProgramEnd> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while end.load(Ordering::Relaxed) == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        ProgramEnd::from_word(end.load(Ordering::Relaxed)).unwrap()
+    }
+
+    /// A thread that ends (the host's stand-in parks it) never comes back: each runs on a thread of its own.
+    fn on_a_thread(body: impl FnOnce() + Send + 'static) {
+        std::thread::spawn(body);
+    }
+
+    /// `exit` reports once its handlers ran; an `abort` meanwhile, on another thread, ends the program first, and its
+    /// report stands.
+    #[test]
+    fn exit_reports_after_its_handlers_and_an_earlier_abort_stands() {
+        static HANDLER_STARTED: AtomicBool = AtomicBool::new(false);
+        static HANDLER_MAY_RETURN: AtomicBool = AtomicBool::new(false);
+        fn slow_handler() {
+            HANDLER_STARTED.store(true, Ordering::SeqCst);
+            while !HANDLER_MAY_RETURN.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+        }
+        let (runtime, end) = runtime_with_control();
+        runtime.atexit(Handler::Rust(slow_handler)).unwrap();
+        on_a_thread(|| runtime.exit(3));
+        while !HANDLER_STARTED.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        assert_eq!(end.load(Ordering::Relaxed), 0, "reported before its handlers ran");
+        on_a_thread(|| runtime.abort());
+        assert_eq!(reported(end), Some(ProgramEnd::Abort));
+        HANDLER_MAY_RETURN.store(true, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(reported(end), Some(ProgramEnd::Abort), "the exit overwrote the abort");
+
+        let (runtime, end) = runtime_with_control();
+        on_a_thread(|| runtime.exit(-2));
+        assert_eq!(reported(end), Some(ProgramEnd::Exit(-2)));
+    }
+
+    /// `_end` reports `main`'s combined result and leaves the word zeroed; after a thread's `exit`, it reports
+    /// nothing more.
+    #[test]
+    fn end_reports_mains_result_unless_the_program_already_ended() {
+        let (runtime, end) = runtime_with_control();
+        let result: &'static mut c_int = Box::leak(Box::new(5));
+        let result = result as *mut c_int as usize;
+        // SAFETY: the result word lives for the rest of the process, and this is the runtime's only thread.
+        on_a_thread(move || unsafe { runtime.end(&EndArgs { result: result as *mut c_int }) });
+        assert_eq!(reported(end), Some(ProgramEnd::Exit(5)));
+        // SAFETY: `_end` wrote the word before it reported.
+        assert_eq!(unsafe { (result as *const c_int).read_volatile() }, 0);
+
+        let (runtime, end) = runtime_with_control();
+        on_a_thread(|| runtime.exit(9));
+        assert_eq!(reported(end), Some(ProgramEnd::Exit(9)));
+        let result: &'static mut c_int = Box::leak(Box::new(1));
+        let result = result as *mut c_int as usize;
+        // SAFETY: as above.
+        on_a_thread(move || unsafe { runtime.end(&EndArgs { result: result as *mut c_int }) });
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(reported(end), Some(ProgramEnd::Exit(9)));
     }
 }

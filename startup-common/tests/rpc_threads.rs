@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{Outcome, Rng, TestServer, client, region, run_clients, scaled};
+use common::{Rng, TestServer, client, region, run_clients, scaled};
 use startup_common::gpu::HostThread;
 use startup_common::io::{self, Stream};
 use startup_common::rpc::Client;
@@ -22,7 +22,6 @@ fn every_increment_is_answered_exactly_once() {
         }
     });
     assert_eq!(server.seen.increments(), threads * rounds);
-    assert_eq!(server.seen.outcome, None);
 }
 
 #[test]
@@ -138,28 +137,6 @@ fn a_very_long_formatted_message_is_not_cut() {
     let body: String = (0..count).map(|i| format!("{i},")).collect();
     assert_eq!(got, [format!("[0:{body}]"), format!("[1:{body}]")]);
     assert!(body.len() > 10 * io::PRINT_BUFFER);
-}
-
-#[test]
-fn exit_status_is_reported_after_the_output_before_it() {
-    let region = region(4, 1);
-    let client = client::<HostThread>(&region);
-    let mut server = TestServer::new(&region);
-    run_clients(&mut server, 1, |_| {
-        io::write_line(&client, Stream::Stdout, b"last words");
-        client.exit(-3);
-    });
-    assert_eq!(server.seen.outcome, Some(Outcome::Exit(-3)));
-    assert_eq!(server.seen.messages[&1], [b"last words\n".to_vec()]);
-}
-
-#[test]
-fn abort_is_reported() {
-    let region = region(4, 1);
-    let client = client::<HostThread>(&region);
-    let mut server = TestServer::new(&region);
-    run_clients(&mut server, 1, |_| client.abort());
-    assert_eq!(server.seen.outcome, Some(Outcome::Abort));
 }
 
 #[test]

@@ -4,16 +4,16 @@
 
 use std::time::{Duration, Instant};
 
-use startup_common::abi::{self, Control, Kernel};
+use startup_common::abi::{self, Control, Kernel, ProgramEnd};
 use startup_common::startup::PANIC_EXIT_CODE;
 
 use super::{PANIC_GRACE, RunReport, panicked_threads, pending_signal};
 use crate::backend::{Backend, Progress};
 use crate::error::{LoaderError, Result};
-use crate::server::{GiveUpReason, GivenUp, HostServer, Outcome};
+use crate::server::{GiveUpReason, GivenUp, HostServer};
 use crate::status::RunStatus;
 
-/// Serves RPC until the program reports its end, faults, runs past `timeout`, panics and does not end within
+/// Serves RPC until the program reports its end (in the control block, which each pass reads), faults, runs past `timeout`, panics and does not end within
 /// [`PANIC_GRACE`], or the loader is interrupted.
 ///
 /// While messages come, the loop polls the ports flat out: a reply goes out as soon as a pass finds the message.
@@ -39,18 +39,24 @@ pub(super) fn serve<B: Backend>(
     let mut idle_since: Option<Instant> = None;
     let mut busy_passes = 0u32;
     loop {
-        let outcome = server.poll_watched(&mut || client_cannot_answer(backend, deadline))?;
+        // Read before the pass, so that the pass, which starts after the end was seen, counts as the first of the
+        // drain below.
+        let end = reported_end(backend, server, &mut lost, control)?;
+        server.poll_watched(&mut || client_cannot_answer(backend, deadline))?;
         let worked = server.served_last_poll();
         let client_stopped = lost.collect(server)?;
-        if let Some(outcome) = outcome {
-            // Messages other threads posted before the exit still count: serve until a pass finds nothing.
-            drain(backend, server, &mut lost)?;
-            let status = match outcome {
-                Outcome::Exit(code) => RunStatus::Exited(code),
-                Outcome::Abort => RunStatus::Aborted,
-            };
-            let finished = settle(backend, server, &mut lost)?;
-            return Ok(lost.into_report(status, finished));
+        if let Some(end) = end {
+            // Messages other threads posted before the end still count: serve until a pass finds nothing.
+            if worked || client_stopped {
+                drain(backend, server, &mut lost)?;
+            } else {
+                server.flush()?;
+            }
+            // Once `_end` runs, `_start` is over and no thread waits for an answer: the kernels are only asked
+            // whether they are done, without a pass over the ports between the questions.
+            let threads_may_send = progress(control) != abi::progress::END_STARTED;
+            let finished = settle(backend, server, &mut lost, threads_may_send)?;
+            return Ok(lost.into_report(end_status(end), finished));
         }
         if client_stopped {
             // A client stopped answering in the middle of a message: find out why now.
@@ -85,9 +91,9 @@ pub(super) fn serve<B: Backend>(
             Progress::Running => {}
             Progress::Finished => {
                 drain(backend, server, &mut lost)?;
-                return match server.outcome() {
-                    Some(Outcome::Exit(code)) => Ok(lost.into_report(RunStatus::Exited(code), true)),
-                    Some(Outcome::Abort) => Ok(lost.into_report(RunStatus::Aborted, true)),
+                // The end may have been written since this pass read it; the kernels' end makes it visible now.
+                return match reported_end(backend, server, &mut lost, control)? {
+                    Some(end) => Ok(lost.into_report(end_status(end), true)),
                     // A destructor or `atexit` handler panicked in `_end`: its thread ended before the exit.
                     None if panicked_threads(control) > 0 => {
                         Ok(lost.into_report(RunStatus::Exited(PANIC_EXIT_CODE.into()), true))
@@ -97,9 +103,7 @@ pub(super) fn serve<B: Backend>(
             }
             Progress::Faulted(message) => {
                 drain(backend, server, &mut lost)?;
-                // SAFETY: the control block is host-mapped memory the backend keeps alive; the kernels only write it.
-                let progress = unsafe { std::ptr::addr_of!((*control).progress).read_volatile() };
-                let status = RunStatus::Faulted { kernel: faulted_kernel(progress), message };
+                let status = RunStatus::Faulted { kernel: faulted_kernel(progress(control)), message };
                 return Ok(lost.into_report(status, false));
             }
         }
@@ -118,6 +122,40 @@ pub(super) fn serve<B: Backend>(
             drain(backend, server, &mut lost)?;
             return Ok(lost.into_report(RunStatus::Exited(PANIC_EXIT_CODE.into()), false));
         }
+    }
+}
+
+/// The end the program reported in its control block, if it did. A word the startup never writes (the program
+/// wrote over the block) ends the run with an error, after the output already sent.
+fn reported_end<B: Backend>(
+    backend: &mut B,
+    server: &mut HostServer,
+    lost: &mut LostMessages,
+    control: *const Control,
+) -> Result<Option<ProgramEnd>> {
+    // SAFETY: the control block is host-mapped memory the backend keeps alive, 8-byte aligned; the device writes the
+    // word with one atomic store.
+    let word = unsafe { std::sync::atomic::AtomicU64::from_ptr(std::ptr::addr_of!((*control).end).cast_mut()) }
+        .load(std::sync::atomic::Ordering::Relaxed);
+    match ProgramEnd::from_word(word) {
+        Ok(end) => Ok(end),
+        Err(word) => {
+            drain(backend, server, lost)?;
+            Err(LoaderError::CorruptEnd { word })
+        }
+    }
+}
+
+/// The startup's latest progress marker.
+fn progress(control: *const Control) -> u32 {
+    // SAFETY: the control block is host-mapped memory the backend keeps alive; the kernels only write it.
+    unsafe { std::ptr::addr_of!((*control).progress).read_volatile() }
+}
+
+fn end_status(end: ProgramEnd) -> RunStatus {
+    match end {
+        ProgramEnd::Exit(status) => RunStatus::Exited(status.into()),
+        ProgramEnd::Abort => RunStatus::Aborted,
     }
 }
 
@@ -212,8 +250,13 @@ impl LostMessages {
 }
 
 /// After the program reported its end: whether the kernels finish within a short grace period (they do when `_end`
-/// reported; threads still running after an `exit` elsewhere may not), serving RPC meanwhile.
-fn settle<B: Backend>(backend: &mut B, server: &mut HostServer, lost: &mut LostMessages) -> Result<bool> {
+/// reported; threads still running after an `exit` elsewhere may not), serving RPC meanwhile where `threads_may_send`.
+fn settle<B: Backend>(
+    backend: &mut B,
+    server: &mut HostServer,
+    lost: &mut LostMessages,
+    threads_may_send: bool,
+) -> Result<bool> {
     const GRACE: Duration = Duration::from_millis(20);
     let deadline = Instant::now() + GRACE;
     loop {
@@ -221,7 +264,8 @@ fn settle<B: Backend>(backend: &mut B, server: &mut HostServer, lost: &mut LostM
             Progress::Finished => return Ok(true),
             Progress::Faulted(_) => return Ok(false),
             Progress::Running if Instant::now() >= deadline => return Ok(false),
-            Progress::Running => drain(backend, server, lost)?,
+            Progress::Running if threads_may_send => drain(backend, server, lost)?,
+            Progress::Running => std::hint::spin_loop(),
         }
     }
 }

@@ -6,7 +6,7 @@ use super::*;
 use crate::backend::{Progress, ResourceUsage};
 use crate::server::tests::{Capture, Scribbler, first_packet_of_a_write};
 use crate::status::RunStatus;
-use startup_common::abi;
+use startup_common::abi::{self, ProgramEnd};
 use startup_common::gpu::HostThread;
 use startup_common::io as gpu_io;
 use startup_common::io::Stream;
@@ -34,6 +34,24 @@ struct StandIn {
     torn_down: Arc<AtomicBool>,
     /// The device address of each copy to the device, in order.
     copied_to: Vec<u64>,
+    /// The control block `_begin` was given, where the program reports its end.
+    control: usize,
+}
+
+std::thread_local! {
+    /// The session's control block, on the stand-in program's thread, as the runtime keeps it on the device.
+    static CONTROL: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The program's `exit`, on a [`StandIn`]: reports the end in the session's control block, as the runtime does.
+fn exit(status: i32) {
+    report_end(ProgramEnd::Exit(status));
+}
+
+fn report_end(end: ProgramEnd) {
+    // SAFETY: the session's control block, which the stand-in program's thread got from `_begin`'s argument and
+    // which lives as long as the session.
+    CONTROL.with(|control| unsafe { end.report(control.get() as *mut abi::Control) });
 }
 
 impl StandIn {
@@ -46,6 +64,7 @@ impl StandIn {
             then,
             torn_down: Arc::default(),
             copied_to: Vec::new(),
+            control: 0,
         }
     }
 }
@@ -71,15 +90,22 @@ impl Backend for StandIn {
         self.copied_to.push(address);
         Ok(())
     }
-    fn launch(&mut self, kernel: Kernel, _: &LaunchParams, _: &[u8]) -> Result<()> {
+    fn launch(&mut self, kernel: Kernel, _: &LaunchParams, args: &[u8]) -> Result<()> {
+        if kernel == Kernel::Begin {
+            assert_eq!(args.len(), size_of::<BeginArgs>());
+            // SAFETY: `_begin`'s argument is a `BeginArgs`, as many bytes as checked; read unaligned from bytes.
+            let begin = unsafe { args.as_ptr().cast::<BeginArgs>().read_unaligned() };
+            self.control = begin.control as usize;
+        }
         if kernel == Kernel::Start {
             // The last run's program has ended (a session runs one program at a time).
             if let Some(thread) = self.running.take() {
                 thread.join().unwrap();
             }
-            let (region, ports) = (self.region.unwrap(), self.ports);
+            let (region, ports, control) = (self.region.unwrap(), self.ports, self.control);
             let program = self.program.take().expect("one run");
             self.running = Some(std::thread::spawn(move || {
+                CONTROL.with(|cell| cell.set(control));
                 let client = Box::leak(Box::new(Client::<HostThread>::new()));
                 // SAFETY: the first allocation is the session's zeroed RPC region, for `ports` ports of one lane,
                 // and it is never freed.
@@ -139,7 +165,7 @@ fn run_stand_in(options: &RunOptions, then: Progress, program: Program) -> (Resu
 #[test]
 fn the_loader_zeroes_the_result_word_only_after_a_run_that_did_not_finish() {
     let options = options();
-    let backend = StandIn::new(&options, Progress::Finished, Box::new(|client, _| client.exit(0)));
+    let backend = StandIn::new(&options, Progress::Finished, Box::new(|_, _| exit(0)));
     let mut session = Session::new(backend, &options, &arguments())
         .unwrap()
         .with_output(Box::new(Capture::default()), Box::new(Capture::default()));
@@ -153,7 +179,7 @@ fn the_loader_zeroes_the_result_word_only_after_a_run_that_did_not_finish() {
     };
     let [finished, faulted, after_fault] =
         [Progress::Finished, Progress::Faulted("CUDA_ERROR_ILLEGAL_ADDRESS".into()), Progress::Finished]
-            .map(|then| run(then, Box::new(|client: &'static Client<HostThread>, _: Scribbler| client.exit(0))));
+            .map(|then| run(then, Box::new(|_: &'static Client<HostThread>, _: Scribbler| exit(0))));
     assert_eq!(finished, (true, false), "the allocation is zeroed: no copy before the first run");
     assert_eq!(faulted, (false, false), "the finished run's `_end` zeroed the word");
     assert_eq!(after_fault, (true, true), "the faulted run may have left a result: the loader zeroes it");
@@ -208,7 +234,7 @@ fn host_calls_of_ones_own_are_served_through_the_session() {
             gpu_io::write(client, Stream::Stdout, &reversed[..len]);
             let seen = client.call(testing::SQUARES_SEEN, ());
             gpu_io::print(client, Stream::Stdout, format_args!("\nthe host squared {seen} numbers\n"));
-            client.exit(0);
+            exit(0);
         }),
     );
     assert_eq!(report.unwrap().exit_code(), 0);
@@ -326,7 +352,7 @@ fn a_stalled_message_is_given_up_and_the_run_goes_on() {
             // The kernels run on well past the stall limit: the message is given up for making no progress, not
             // because the kernels ended.
             std::thread::sleep(Duration::from_millis(400));
-            client.exit(0);
+            exit(0);
         }),
     );
     let report = report.unwrap();
@@ -371,10 +397,49 @@ fn a_scribbling_device_is_stopped_by_the_timeout() {
 #[test]
 fn a_wide_exit_status_is_not_zero() {
     for status in [256, -256] {
-        let (report, _) = run_stand_in(&options(), Progress::Finished, Box::new(move |client, _| client.exit(status)));
+        let (report, _) = run_stand_in(&options(), Progress::Finished, Box::new(move |_, _| exit(status)));
         let report = report.unwrap();
         assert_eq!((report.status.clone(), report.exit_code()), (RunStatus::Exited(status.into()), 255));
     }
+}
+
+/// An abort reported in the control block ends the run with 134, after the output sent before it.
+#[test]
+fn an_abort_ends_the_run_after_the_output_sent_before_it() {
+    let (report, output) = run_stand_in(
+        &options(),
+        Progress::Finished,
+        Box::new(|client, _| {
+            gpu_io::write_line(client, Stream::Stdout, b"before the abort");
+            report_end(ProgramEnd::Abort);
+        }),
+    );
+    let report = report.unwrap();
+    assert_eq!((report.status.clone(), report.exit_code()), (RunStatus::Aborted, 134));
+    assert_eq!(output, "before the abort\n");
+}
+
+/// A program that writes over its control block's end word ends the run with an error naming it, after its output.
+#[test]
+fn a_corrupt_end_word_is_an_error_not_an_exit() {
+    let (report, output) = run_stand_in(
+        &options(),
+        Progress::Finished,
+        Box::new(|client, _| {
+            gpu_io::write_line(client, Stream::Stdout, b"before the scribble");
+            CONTROL.with(|control| {
+                // SAFETY: the session's control block, as in `report_end`; the loader reads the word atomically.
+                let end = unsafe { &*std::ptr::addr_of!((*(control.get() as *const abi::Control)).end) };
+                // SAFETY: as above: an aligned word of live memory.
+                unsafe { std::sync::atomic::AtomicU64::from_ptr(end as *const u64 as *mut u64) }
+                    .store(0xdead_beef_0000_0001, Ordering::Relaxed);
+            });
+        }),
+    );
+    let error = report.unwrap_err();
+    assert_eq!(error.to_string(), "the program wrote over its control block: its end word reads 0xdeadbeef00000001");
+    assert_eq!(crate::status::error_exit_code(&error), 1);
+    assert_eq!(output, "before the scribble\n");
 }
 
 /// The CPU time of the calling thread.
@@ -409,7 +474,7 @@ fn an_idle_run_sleeps_and_still_answers_soon() {
                 client.test_noop();
                 measured.lock().unwrap().push(sent.elapsed());
             }
-            client.exit(0);
+            exit(0);
         }),
     );
     let cpu = thread_cpu_time() - cpu_before;

@@ -5,7 +5,7 @@ use startup_common::io::{Destination, Stream};
 use startup_common::reassembly::writer_key;
 use startup_common::rpc::{MAX_LANES, ServerPort, WriteHead};
 
-use super::{Context, Outcome, ServerError};
+use super::{Context, ServerError};
 
 /// `WRITE`: each lane's bytes go to its thread's message as they arrive (see `output`), which is written once its
 /// last chunk is complete; then one packet acknowledges the chunk.
@@ -45,24 +45,5 @@ pub(super) fn write(port: &mut ServerPort<'_>, context: &mut Context) -> Result<
     }
     // The acknowledgement: the chunk is in the server's hands, so the thread's next chunk comes after it.
     port.send(|_, packet| packet.set(0, 0));
-    Ok(())
-}
-
-/// `EXIT`: the first lane's status, the whole 64-bit word (a status outside `c_int` is corrupt, but must not become
-/// 0 by being cut to 32 bits).
-pub(super) fn exit(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
-    let mut status = None;
-    port.recv(|_, packet| {
-        status.get_or_insert(packet.get(0) as i64);
-    });
-    if let Some(status) = status {
-        context.set_outcome(Outcome::Exit(status));
-    }
-    Ok(())
-}
-
-pub(super) fn abort(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
-    port.recv(|_, _| {});
-    context.set_outcome(Outcome::Abort);
     Ok(())
 }

@@ -1,8 +1,7 @@
 //! The host's RPC server: a handler per opcode over the protocol in `startup_common::rpc`.
 //!
-//! [`HostServer::poll`] serves every port that has a message waiting, once, and reports the program's
-//! [`Outcome`] once an `EXIT` or `ABORT` arrived. The loop that calls it (waiting for the kernels, timeouts,
-//! signals) is the loader's. Output is buffered and flushed whenever a pass finds no work (and at least every
+//! [`HostServer::poll`] serves every port that has a message waiting, once. The loop that calls it (watching for the
+//! program's end, waiting for the kernels, timeouts, signals) is the loader's. Output is buffered and flushed whenever a pass finds no work (and at least every
 //! [`FLUSH_INTERVAL`]), so it appears while the kernel runs.
 
 use std::collections::HashMap;
@@ -39,14 +38,6 @@ const RECENT_PORTS: usize = 4;
 
 /// An empty slot of the recent ports.
 const NO_PORT: u32 = u32::MAX;
-
-/// How the program ended, as the first `EXIT` or `ABORT` message said.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// The status word of `EXIT`: a sign-extended `c_int` from a sound client, any 64-bit value from a corrupt one.
-    Exit(i64),
-    Abort,
-}
 
 /// A message the server cannot serve. The client that sent it waits forever, so the loader should end the program.
 #[derive(Debug, thiserror::Error)]
@@ -116,32 +107,21 @@ impl fmt::Display for GivenUp {
     }
 }
 
-/// What handlers share: the output streams with the messages they hold, the outcome, and who sent the message being
-/// served.
+/// What handlers share: the output streams with the messages they hold, and who sent the message being served.
 pub struct Context {
     output: output::Output,
-    outcome: Option<Outcome>,
     /// The thread that sent the message being served, where the message says (for [`GivenUp`]).
     sender: Option<ThreadIds>,
 }
 
 impl Context {
     fn new(stdout: Box<dyn Write + Send>, stderr: Box<dyn Write + Send>, stdin: StdinSource) -> Self {
-        Self { output: output::Output::new(stdout, stderr, Files::new(stdin)), outcome: None, sender: None }
+        Self { output: output::Output::new(stdout, stderr, Files::new(stdin)), sender: None }
     }
 
     /// The (buffered) writer of `stream`.
     pub fn writer(&mut self, stream: Stream) -> &mut dyn Write {
         self.output.writer(stream)
-    }
-
-    /// Records how the program ended; the first report wins.
-    pub fn set_outcome(&mut self, outcome: Outcome) {
-        self.outcome.get_or_insert(outcome);
-    }
-
-    pub fn outcome(&self) -> Option<Outcome> {
-        self.outcome
     }
 
     /// Names the thread that sent the message being served, for the report should the message be given up.
@@ -202,8 +182,6 @@ impl HostServer {
             stats: ServeStats::default(),
         };
         this.register(opcode::WRITE, Box::new(handlers::write));
-        this.register(opcode::EXIT, Box::new(handlers::exit));
-        this.register(opcode::ABORT, Box::new(handlers::abort));
         this.register(opcode::FILE_OPEN, Box::new(files::handlers::open));
         this.register(opcode::FILE_CLOSE, Box::new(files::handlers::close));
         this.register(opcode::FILE_READ, Box::new(files::handlers::read));
@@ -252,11 +230,9 @@ impl HostServer {
         self.handlers.insert(opcode, handler)
     }
 
-    /// Serves every port with a waiting message once. Returns the outcome once the program reported one (and on
-    /// every later call); serving goes on if the caller keeps polling, so threads still waiting can finish. A
-    /// message whose client stops answering midway is waited for while the watcher lets it (see
+    /// Serves every port with a waiting message once. A message whose client stops answering midway is waited for while the watcher lets it (see
     /// [`HostServer::poll_watched`]), here for up to the stall limit.
-    pub fn poll(&mut self) -> Result<Option<Outcome>, ServerError> {
+    pub fn poll(&mut self) -> Result<(), ServerError> {
         self.poll_watched(&mut || false)
     }
 
@@ -265,8 +241,7 @@ impl HostServer {
     /// worth going on: a client whose kernel faulted or was stopped never answers. Whatever `client_gone` says, a
     /// message whose client makes no progress for the stall limit is given up too, and the rest served. A message
     /// given up keeps the output that arrived, and [`HostServer::take_given_up`] tells the caller.
-    pub fn poll_watched(&mut self, client_gone: &mut dyn FnMut() -> bool) -> Result<Option<Outcome>, ServerError> {
-        let had_outcome = self.context.outcome.is_some();
+    pub fn poll_watched(&mut self, client_gone: &mut dyn FnMut() -> bool) -> Result<(), ServerError> {
         let mut served = false;
         for group in 0..self.server.port_groups() {
             let mut pending = self.server.pending_in_group(group);
@@ -286,14 +261,10 @@ impl HostServer {
         }
         self.served = served;
         let output = &mut self.context.output;
-        if !had_outcome && self.context.outcome.is_some() {
-            // Complete messages go out now; messages still missing chunks wait: other threads may finish them
-            // while the loader drains the ports, and `flush` writes whatever is left at the very end.
-            output.flush()?;
-        } else if !served || output.last_flush.elapsed() >= FLUSH_INTERVAL {
+        if !served || output.last_flush.elapsed() >= FLUSH_INTERVAL {
             output.flush()?;
         }
-        Ok(self.context.outcome)
+        Ok(())
     }
 
     /// Serves the message waiting on port `index`, if one is; returns whether one was.
@@ -368,14 +339,8 @@ impl HostServer {
         Ok(self.context.output.flush()?)
     }
 
-    pub fn outcome(&self) -> Option<Outcome> {
-        self.context.outcome
-    }
-
-    /// Forgets the outcome of an earlier run of the same program, so that the server reports the next one, and
-    /// closes any file an earlier run left open.
+    /// Closes any file an earlier run of the same program left open.
     pub fn start_run(&mut self) {
-        self.context.outcome = None;
         self.close_files_quietly();
     }
 

@@ -48,6 +48,12 @@ pub use startup_common::rpc::{HostCall, Packet, Pod, Port, ReservedOpcode, UserO
 #[cfg(feature = "testing")]
 pub mod testing {
     pub use startup_common::rpc::testing::*;
+
+    /// The loader's control block, where the program reports its end: for the suite's programs that write over it
+    /// to check how the loader copes; null before `_begin` ran.
+    pub fn control_block() -> *mut startup_common::abi::Control {
+        crate::arch::RUNTIME.control_for_testing()
+    }
 }
 
 /// The RPC client every thread of the program shares: the startup's own operations use it, and so do [`call`] and

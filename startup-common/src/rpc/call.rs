@@ -38,7 +38,7 @@ impl UserOpcode {
     ///
     /// ```compile_fail,E0080
     /// use startup_common::rpc::UserOpcode;
-    /// const MINE: UserOpcode = UserOpcode::new(2, "mine"); // 2 is the startup's EXIT
+    /// const MINE: UserOpcode = UserOpcode::new(1, "mine"); // 1 is the startup's WRITE
     /// ```
     pub const fn new(number: u32, name: &'static str) -> Self {
         match Self::checked(number, name) {
@@ -204,7 +204,7 @@ mod tests {
 
     #[test]
     fn reserved_opcodes_are_refused() {
-        for number in [0, opcode::WRITE, opcode::EXIT, opcode::ABORT, opcode::FIRST_USER - 1] {
+        for number in [0, opcode::WRITE, 2, opcode::FILE_RENAME, opcode::FIRST_USER - 1] {
             assert_eq!(UserOpcode::checked(number, "mine"), Err(ReservedOpcode { number }));
         }
         let first = UserOpcode::checked(opcode::FIRST_USER, "first").unwrap();

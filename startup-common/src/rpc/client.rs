@@ -2,7 +2,7 @@
 //! for each warp, a shared one otherwise; [`Port`] moves the packets.
 
 use core::cell::UnsafeCell;
-use core::ffi::{c_int, c_void};
+use core::ffi::c_void;
 use core::marker::PhantomData;
 use core::sync::atomic::Ordering;
 
@@ -10,7 +10,7 @@ use super::block::Block;
 use super::lock::{GroupLock, Locks, PortMemo};
 use super::port::Port;
 use super::setup::{Setup, view};
-use super::{MAX_PORTS, Region, opcode};
+use super::{MAX_PORTS, Region};
 use crate::gpu::Gpu;
 
 /// The device's end of the channel: one per program, shared by every thread.
@@ -248,20 +248,6 @@ impl<G: Gpu> Client<G> {
             block.lock(thread).clear(own_port_index::<G>(&shape, ids.block, thread, setup.port_count));
         }
         G::sync_block();
-    }
-
-    /// Sends `EXIT` with `status` and returns without waiting: the host stops serving once it has the code.
-    pub fn exit(&self, status: c_int) {
-        let mut port = self.open(opcode::EXIT);
-        port.send(|packet| packet.set(0, status as i64 as u64));
-        port.close();
-    }
-
-    /// Sends `ABORT` and returns without waiting.
-    pub fn abort(&self) {
-        let mut port = self.open(opcode::ABORT);
-        port.send(|_| {});
-        port.close();
     }
 }
 

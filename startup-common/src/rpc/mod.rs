@@ -69,10 +69,8 @@ pub mod opcode {
     /// Write bytes to stdout or stderr: a stream with a 2-word [`WriteHead`](super::WriteHead); replied with one
     /// packet (word 0: bytes accepted).
     pub const WRITE: u32 = 1;
-    /// End the program: one packet, word 0 = the exit status (`c_int`, sign-extended). No reply.
-    pub const EXIT: u32 = 2;
-    /// End the program abnormally: one empty packet. No reply.
-    pub const ABORT: u32 = 3;
+    // 2 and 3 are unassigned: a program reports its end in the loader's control block, not by a message
+    // (`abi::ProgramEnd`).
     /// Open a file ([`crate::files`]): a stream with 1 head word (`files::OpenFlags`) and the path; replied with one
     /// packet (word 0: the handle, word 1: the error number, 0 on success), as every file operation but a read.
     pub const FILE_OPEN: u32 = 4;
@@ -105,8 +103,6 @@ pub mod opcode {
     pub const fn name(opcode: u32) -> Option<&'static str> {
         Some(match opcode {
             WRITE => "WRITE",
-            EXIT => "EXIT",
-            ABORT => "ABORT",
             FILE_OPEN => "FILE_OPEN",
             FILE_CLOSE => "FILE_CLOSE",
             FILE_READ => "FILE_READ",

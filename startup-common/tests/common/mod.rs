@@ -20,18 +20,11 @@ pub fn scaled(normal: usize, miri: usize) -> usize {
     if cfg!(miri) { miri } else { normal }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Exit(i32),
-    Abort,
-}
-
 /// What a test server saw.
 #[derive(Default)]
 pub struct Seen {
     /// Whole messages per stream number, in the order they were completed.
     pub messages: HashMap<u8, Vec<Vec<u8>>>,
-    pub outcome: Option<Outcome>,
     /// Lanes served per host call opcode (the test operations).
     pub lanes_by_opcode: HashMap<u32, usize>,
     /// Lane masks of the messages served.
@@ -91,17 +84,6 @@ impl TestServer {
                         }
                     }
                     port.send(|_, packet| packet.set(0, 0));
-                }
-                opcode::EXIT => {
-                    let mut status = None;
-                    port.recv(|_, packet| {
-                        status.get_or_insert(packet.get(0) as i64 as i32);
-                    });
-                    self.seen.outcome.get_or_insert(Outcome::Exit(status.unwrap()));
-                }
-                opcode::ABORT => {
-                    port.recv(|_, _| {});
-                    self.seen.outcome.get_or_insert(Outcome::Abort);
                 }
                 other => {
                     *self.seen.lanes_by_opcode.entry(other).or_default() += port.lanes().count();

@@ -33,9 +33,8 @@ impl Write for Capture {
     }
 }
 
-/// Runs `clients` host threads against a `HostServer` until every thread is done and an outcome arrived;
-/// returns the outcome and the captured output.
-fn run(clients: usize, body: impl Fn(&Client<HostThread>, usize) + Sync) -> (Outcome, String, String) {
+/// Runs `clients` host threads against a `HostServer` until every thread is done; returns the captured output.
+fn run(clients: usize, body: impl Fn(&Client<HostThread>, usize) + Sync) -> (String, String) {
     let layout = Layout::new(8, 1);
     let region = HostRegion::new(layout);
     let client = Client::<HostThread>::new();
@@ -46,7 +45,7 @@ fn run(clients: usize, body: impl Fn(&Client<HostThread>, usize) + Sync) -> (Out
     let mut server = unsafe { HostServer::new(region.as_ptr(), 8, 1) }
         .with_output(Box::new(out.clone()), Box::new(err.clone()))
         .with_host_calls(testing::operations());
-    let outcome = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let workers: Vec<_> = (0..clients)
             .map(|n| {
                 scope.spawn({
@@ -56,19 +55,17 @@ fn run(clients: usize, body: impl Fn(&Client<HostThread>, usize) + Sync) -> (Out
                 })
             })
             .collect();
-        let mut outcome = None;
         loop {
             let done = workers.iter().all(|w| w.is_finished());
-            outcome = server.poll().unwrap().or(outcome);
+            server.poll().unwrap();
             if done {
                 break;
             }
         }
-        outcome.expect("a client reported exit or abort")
     });
     server.flush().unwrap();
     let text = |c: Capture| String::from_utf8(c.0.lock().unwrap().clone()).unwrap();
-    (outcome, text(out), text(err))
+    (text(out), text(err))
 }
 
 /// A region of two ports of one lane and a client reset on it; the region's words stay put when it moves.
@@ -81,8 +78,8 @@ fn two_ports() -> (HostRegion, Client<HostThread>) {
 }
 
 #[test]
-fn serves_prints_tests_and_exit() {
-    let (outcome, out, err) = run(4, |client, n| {
+fn serves_prints_and_tests() {
+    let (out, err) = run(4, |client, n| {
         assert_eq!(client.test_increment(n as u64), n as u64 + 1);
         assert!(client.test_interface(5 + n as u32));
         client.test_hand_offs(3 + n as u32);
@@ -93,12 +90,7 @@ fn serves_prints_tests_and_exit() {
         let long = "x".repeat(1000 + n);
         gpu_io::print(client, gpu_io::Stream::Stdout, format_args!("thread {n}: {long}\n"));
         gpu_io::write_line(client, gpu_io::Stream::Stderr, format!("err {n}").as_bytes());
-        if n == 0 {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            client.exit(7);
-        }
     });
-    assert_eq!(outcome, Outcome::Exit(7));
     let mut lines: Vec<&str> = out.lines().collect();
     lines.sort();
     let expected: Vec<String> = (0..4).map(|n| format!("thread {n}: {}", "x".repeat(1000 + n))).collect();
@@ -120,20 +112,6 @@ fn counts_messages_and_lanes() {
         }
     });
     assert_eq!(server.stats(), ServeStats { messages: 5, lanes: 5 });
-}
-
-#[test]
-fn abort_is_reported_and_first_outcome_wins() {
-    // Thread 0 aborts; thread 1 exits well after the server took the abort.
-    let (outcome, _, _) = run(2, |client, n| {
-        if n == 0 {
-            client.abort();
-        } else {
-            std::thread::sleep(std::time::Duration::from_millis(100));
-            client.exit(3);
-        }
-    });
-    assert_eq!(outcome, Outcome::Abort);
 }
 
 /// A message whose opcode has no handler ends the run, in the startup's range and in the users': a plain loader
@@ -198,11 +176,12 @@ fn a_stream_cut_short_is_given_up_and_its_bytes_kept() {
         unsafe { HostServer::new(region.as_ptr(), 2, 1) }.with_output(Box::new(out.clone()), Box::new(io::sink()));
     first_packet_of_a_write(&client, gpu_io::Stream::Stdout, 1000, b"the first forty bytes of a longer line..");
     let mut asked = 0;
-    let outcome = server.poll_watched(&mut || {
-        asked += 1;
-        asked == 3
-    });
-    assert_eq!(outcome.unwrap(), None);
+    server
+        .poll_watched(&mut || {
+            asked += 1;
+            asked == 3
+        })
+        .unwrap();
     assert_eq!(asked, 3, "the server asked until told to give up");
     let given_up = server.take_given_up();
     assert_eq!(
@@ -261,11 +240,8 @@ fn a_stalled_message_is_given_up_and_the_rest_served() {
         });
         let stalled_port = stalled_port.recv().unwrap();
         let started = Instant::now();
-        let other = scope.spawn(|| {
-            gpu_io::write_line(client, gpu_io::Stream::Stdout, b"another thread goes on");
-            client.exit(0);
-        });
-        while !other.is_finished() || server.outcome().is_none() {
+        let other = scope.spawn(|| gpu_io::write_line(client, gpu_io::Stream::Stdout, b"another thread goes on"));
+        while !other.is_finished() {
             server.poll_watched(&mut || false).unwrap();
             assert!(started.elapsed() < limit * 50, "the other thread waits behind the stalled one");
         }
@@ -294,7 +270,6 @@ fn a_stalled_message_is_given_up_and_the_rest_served() {
         )
     );
     assert!(server.server.is_retired(stalled_port));
-    assert_eq!(server.outcome(), Some(Outcome::Exit(0)));
     server.flush().unwrap();
     let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
     let mut lines: Vec<&str> = text.lines().collect();
@@ -314,7 +289,10 @@ fn a_message_given_up_is_named_by_its_operation() {
         why: GiveUpReason::ClientGone,
     };
     let end = "from lanes 0x5): its client stopped in the middle of it";
-    assert_eq!(given_up(opcode::EXIT, None).to_string(), format!("RPC: gave up a message on port 2 (EXIT {end}"));
+    assert_eq!(
+        given_up(opcode::FILE_READ, None).to_string(),
+        format!("RPC: gave up a message on port 2 (FILE_READ {end}")
+    );
     assert_eq!(
         given_up(0x1_0001, Some("reverse")).to_string(),
         format!("RPC: gave up a message on port 2 (host call `reverse`, opcode 0x10001, {end}")

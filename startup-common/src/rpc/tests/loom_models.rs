@@ -85,15 +85,15 @@ fn two_clients_increment(ports: u32, values: [u64; 2]) {
     }
 }
 
-/// A fire-and-forget message (EXIT) leaves the port with the server; a second client on the only port must wait
+/// A send-only message leaves the port with the server; a second client on the only port must wait
 /// for the server to finish it, and must not see or clobber its packet.
 #[test]
 fn loom_send_only_then_request_on_one_port() {
     builder().check(|| {
         let (region, client) = setup(1);
-        let exiting = {
+        let sending = {
             let client = client.clone();
-            thread::spawn(move || client.exit(3))
+            thread::spawn(move || send_only(&client, 3))
         };
         let asking = {
             let client = client.clone();
@@ -101,8 +101,8 @@ fn loom_send_only_then_request_on_one_port() {
         };
         let mut seen = serve(&region, 2);
         seen.sort();
-        assert_eq!(seen, [(opcode::EXIT, 3), (TEST_INCREMENT, 7)]);
-        exiting.join().unwrap();
+        assert_eq!(seen, [(SEND_ONLY, 3), (TEST_INCREMENT, 7)]);
+        sending.join().unwrap();
         asking.join().unwrap();
     });
 }
@@ -223,15 +223,15 @@ fn loom_two_groups_of_a_warp_on_its_own_port() {
     });
 }
 
-/// On the warp's own port, a group that follows a fire-and-forget message (EXIT) waits for the server to finish
+/// On the warp's own port, a group that follows a send-only message waits for the server to finish
 /// it instead of moving to another port, and does not see or clobber its packet.
 #[test]
 fn loom_send_only_then_request_on_a_warps_own_port() {
     builder().check(|| {
         let (region, client) = setup_two_lanes();
-        let exiting = {
+        let sending = {
             let client = client.clone();
-            spawn_lane(0, move || client.exit(3))
+            spawn_lane(0, move || send_only(&client, 3))
         };
         let asking = {
             let client = client.clone();
@@ -239,8 +239,8 @@ fn loom_send_only_then_request_on_a_warps_own_port() {
         };
         let mut seen = serve(&region, 2);
         seen.sort();
-        assert_eq!(seen, [(opcode::EXIT, 3), (TEST_INCREMENT, 7)]);
-        exiting.join().unwrap();
+        assert_eq!(seen, [(SEND_ONLY, 3), (TEST_INCREMENT, 7)]);
+        sending.join().unwrap();
         asking.join().unwrap();
     });
 }

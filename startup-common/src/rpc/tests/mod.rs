@@ -9,6 +9,16 @@ use crate::gpu::HostThread;
 const TEST_INCREMENT: u32 = testing::INCREMENT.opcode().number();
 const TEST_NOOP: u32 = testing::NOOP.opcode().number();
 const TEST_ECHO: u32 = testing::ECHO.number();
+/// A message the client sends without waiting for an answer (no operation of the startup's is one; a host call of
+/// one's own may be): one packet whose word 0 holds a value.
+const SEND_ONLY: u32 = opcode::FIRST_USER + 0x5e;
+
+/// Sends a [`SEND_ONLY`] message carrying `value` and returns at once, leaving the port with the server.
+fn send_only<G: crate::Gpu>(client: &Client<G>, value: u64) {
+    let mut port = client.open(SEND_ONLY);
+    port.send(|packet| packet.set(0, value));
+    port.close();
+}
 
 #[cfg(not(loom))]
 mod plain;

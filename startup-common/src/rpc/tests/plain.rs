@@ -118,12 +118,10 @@ fn request_reply_in_one_thread() {
     assert_eq!(reply, 42);
 
     // The port is free again: the next open may take it.
-    let mut port = client.open(opcode::EXIT);
-    port.send(|packet| packet.set(0, -5i64 as u64));
-    port.close();
-    let index = server.next_pending(0).expect("the exit is waiting");
+    send_only(&client, -5i64 as u64);
+    let index = server.next_pending(0).expect("the send-only message is waiting");
     let mut sport = server.open(index).unwrap();
-    assert_eq!(sport.opcode(), opcode::EXIT);
+    assert_eq!(sport.opcode(), SEND_ONLY);
     sport.recv(|_, packet| assert_eq!(packet.get(0) as i64, -5));
     sport.close();
     assert_eq!(server.next_pending(0), None);
@@ -182,7 +180,7 @@ fn a_new_server_starts_from_the_outboxes_it_finds() {
 fn busy_port_is_skipped() {
     let (region, client) = setup(2);
     let mut server = server(&region);
-    let mut first = client.open(opcode::ABORT);
+    let mut first = client.open(SEND_ONLY);
     first.send(|_| {});
     let busy = first.index();
     first.close();

@@ -11,9 +11,9 @@
 //!   device and prints. The loader gives the message up after a second without progress, reports it, serves the
 //!   line after it, and exits 1.
 //! - `unknown-opcode`: a message with opcode 0x42420000: the loader stops with its error, exit 1.
-//! - `no-lanes`: an `EXIT` from no lanes: the loader stops with its error, exit 1.
-//! - `exit-wide`: an `EXIT` whose status word is 2^32; thread 0 waits until the loader took it, then returns 0. The
-//!   first exit status wins, and a status whose low 8 bits are 0 exits 255, not 0.
+//! - `no-lanes`: a `FILE_CLOSE` from no lanes: the loader stops with its error, exit 1.
+//! - `end-scribble`: a word no startup writes in the control block's end word (where `exit`, `abort` and `_end`
+//!   report the program's end), after a line: the loader prints the line, then its error, exit 1.
 #![no_std]
 #![no_main]
 
@@ -112,14 +112,18 @@ fn main() -> i32 {
             0
         }
         "no-lanes" => {
-            region.post(1, opcode::EXIT.into(), 0, &[0], 1);
+            region.post(1, opcode::FILE_CLOSE.into(), 0, &[0], 1);
             0
         }
-        "exit-wide" => {
-            region.post(1, opcode::EXIT.into(), 1, &[1 << 32], 1);
-            // The loader's `EXIT` handler hands the port back when it has the status: wait for that (at most 5 s),
-            // so that this status comes before the one `_end` sends.
-            wait(Duration::from_secs(5), || region.word(layout.server_outbox(1)).load(Ordering::Acquire) & 1 == 1);
+        "end-scribble" => {
+            println!("the line before the scribble");
+            let control = rpc::testing::control_block();
+            // SAFETY: the loader's control block, which lives for the whole run; the loader reads the word atomically.
+            let end = unsafe { AtomicU64::from_ptr(core::ptr::addr_of_mut!((*control).end)) };
+            end.store(0xdead_beef_0000_0001, Ordering::Relaxed);
+            // The loader stops the run when it sees the word: wait for that (at most 5 s), so that `_end` does not
+            // write over it first.
+            wait(Duration::from_secs(5), || false);
             0
         }
         _ => 2,
