@@ -120,7 +120,7 @@ fn benchmarks(cli: &Cli) -> Result<()> {
         rows.extend(kernel_phase::kernel_phase(&images, repeat)?);
     }
     if wanted("tests-per-test") {
-        rows.push(test_runner::per_test(&images, &loader, repeat.min(5))?);
+        rows.push(test_runner::per_test(&images, &loader, repeat.min(10))?);
     }
     if wanted("loader-run") {
         rows.push(kernel_phase::loader_run(&images, &loader, repeat.min(10))?);
