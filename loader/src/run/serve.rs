@@ -13,8 +13,8 @@ use crate::error::{LoaderError, Result};
 use crate::server::{GiveUpReason, GivenUp, HostServer};
 use crate::status::RunStatus;
 
-/// Serves RPC until the program reports its end (in the control block, which each pass reads), faults, runs past `timeout`, panics and does not end within
-/// [`PANIC_GRACE`], or the loader is interrupted.
+/// Serves RPC until the program reports its end (in the control block, read before each pass), faults, runs past
+/// `timeout`, panics and does not end within [`PANIC_GRACE`], or the loader is interrupted.
 ///
 /// While messages come, the loop polls the ports flat out: a reply goes out as soon as a pass finds the message.
 /// After [`SPIN_WINDOW`] without one it sleeps [`IDLE_SLEEP`] between passes, with the thread's timer slack at its
