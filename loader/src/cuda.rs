@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys::{self, CUdevice_attribute as Attr, CUfunction_attribute as FnAttr};
-use startup_common::abi::{FINI_ARRAY_END, FINI_ARRAY_START, INIT_ARRAY_END, INIT_ARRAY_START, Kernel, LaunchParams};
+use startup_common::abi::{
+    EARLY_LAUNCH_MARKER, FINI_ARRAY_END, FINI_ARRAY_START, INIT_ARRAY_END, INIT_ARRAY_START, Kernel, LaunchParams,
+};
 
 mod errors;
 mod graph;
@@ -19,7 +21,7 @@ use crate::ctors::ConstructorTable;
 use crate::error::{LoaderError, Result};
 use crate::image::Image;
 use errors::{describe, driver_error};
-use graph::StartupLauncher;
+use graph::{Chain, StartupLauncher};
 use module::{JitCache, load_module};
 
 /// One program's CUDA state: the primary context of its device, the module, one stream and every allocation.
@@ -94,6 +96,12 @@ impl CudaBackend {
                 })?;
         }
         backend.install_constructors(constructors)?;
+        let mut driver_version = 0;
+        // SAFETY: writes one integer; a failure leaves 0, which only keeps the graph's edges ordered.
+        let _ = unsafe { sys::cuDriverGetVersion(&mut driver_version) };
+        // A lookup that fails for any reason keeps the edges ordered: always correct, only slower.
+        let defines_marker = backend.global(EARLY_LAUNCH_MARKER).is_ok();
+        backend.startup = StartupLauncher::new(Chain::for_image(defines_marker, driver_version));
         backend.stream =
             result::stream::create(result::stream::StreamKind::NonBlocking).map_err(driver_error("cuStreamCreate"))?;
         if options.kernel_times {

@@ -234,6 +234,7 @@ impl Image {
         }
         if self.kind == ImageKind::Ptx {
             self.check_callback_prototypes()?;
+            self.check_early_launch()?;
         }
         if self.kind == ImageKind::Cubin && cubin::compiled_whole_program(&self.elf()?) {
             return Err(bad(
@@ -242,6 +243,31 @@ impl Image {
                  function, so the destructors and atexit handlers registered in one kernel cannot run in another; \
                  compile it with `ptxas -c` (and link that with `nvlink` for a linked cubin)",
             ));
+        }
+        Ok(())
+    }
+
+    /// PTX: an image that lets the loader launch each kernel before the one before it ended
+    /// ([`abi::EARLY_LAUNCH_MARKER`]) must wait for that kernel in `_start` and `_end`: without the wait they would
+    /// read the runtime's state before `_begin` set it up, or `main`'s results before `_start` wrote them.
+    fn check_early_launch(&self) -> Result<()> {
+        let text = self.ptx_text()?;
+        if !ptx::globals(text).iter().any(|name| name == abi::EARLY_LAUNCH_MARKER) {
+            return Ok(());
+        }
+        for kernel in [abi::Kernel::Start, abi::Kernel::End] {
+            if !ptx::entry_has_instruction(text, kernel.name(), "griddepcontrol.wait") {
+                return Err(bad(
+                    &self.path,
+                    &format!(
+                        "defines `{}`, so the loader would launch `{}` before the kernel before it ended, but `{}` \
+                         does not wait for that kernel (`griddepcontrol.wait`)",
+                        abi::EARLY_LAUNCH_MARKER,
+                        kernel.name(),
+                        kernel.name()
+                    ),
+                ));
+            }
         }
         Ok(())
     }

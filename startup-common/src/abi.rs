@@ -60,6 +60,12 @@ pub const FINI_ARRAY_END: &str = "__fini_array_end";
 pub const INIT_OBJECT_PREFIX: &str = "__init_array_object_";
 pub const FINI_OBJECT_PREFIX: &str = "__fini_array_object_";
 
+/// A global that an image defines when its `_start` and `_end` first wait for the kernel before them to end, and
+/// `_begin` and `_start` let the next kernel launch early: the loader may then queue the three with programmatic
+/// dependent launch (NVIDIA, sm_90 and later; `docs/abi.md`), so that each kernel's launch overlaps the work of the
+/// one before. Without it, each kernel starts only once the one before has ended.
+pub const EARLY_LAUNCH_MARKER: &str = "__gpu_startup_early_launch";
+
 /// Progress markers the startup writes into [`Control::progress`], so that the host can name the kernel that
 /// faulted without synchronising between launches.
 pub mod progress {

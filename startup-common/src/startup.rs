@@ -157,12 +157,15 @@ impl<G: Gpu> Runtime<G> {
     /// `args` must come from the loader (`args.test` null or the address of a test's entry global); `_begin` must
     /// have completed.
     pub unsafe fn start(&self, args: &StartArgs, main: MainFn) {
+        // Read before the block's barrier, so that their trips to L2 overlap `prepare_block`'s.
+        let exiting = self.exiting.load(Ordering::Relaxed);
+        let constructed = self.constructed.load(Ordering::Relaxed);
         // SAFETY: the start of the kernel, on every thread of every block: all of them take this path.
         unsafe { self.client.prepare_block() };
         crate::errno::clear::<G>();
-        // A constructor called `exit` or panicked: the program is over, and `main` must not run. (The loader queued
-        // this kernel before it could know.)
-        if self.exiting.load(Ordering::Relaxed) || !self.constructed.load(Ordering::Relaxed) {
+        // A constructor called `exit` or panicked, or a thread of a block that ran earlier called `exit`: the program
+        // is over, and `main` must not run. (The loader queued this kernel before it could know.)
+        if exiting || !constructed {
             return;
         }
         // Two call sites rather than one through a chosen pointer: a program's `main` stays a direct call, which LTO
@@ -175,9 +178,12 @@ impl<G: Gpu> Runtime<G> {
             // function with `main`'s prototype (`gpu_test!` defines both); the arguments come from the loader.
             unsafe { args.test.read()(args.argc, args.argv, args.envp) }
         };
-        // Relaxed is enough: the end of the kernel orders this before `_end` reads it.
-        // SAFETY: `result` is a device allocation the loader made for exactly this word.
-        unsafe { AtomicI32::from_ptr(args.result) }.fetch_or(status, Ordering::Relaxed);
+        // Relaxed is enough: the end of the kernel orders this before `_end` reads it. A zero changes nothing, and
+        // an atomic the kernel's end must wait for costs every run that succeeds.
+        if status != 0 {
+            // SAFETY: `result` is a device allocation the loader made for exactly this word.
+            unsafe { AtomicI32::from_ptr(args.result) }.fetch_or(status, Ordering::Relaxed);
+        }
     }
 
     /// The body of `_end`, run by one thread after `_start` completed: the exit sequence with `main`'s combined

@@ -257,6 +257,18 @@ unsafe fn array_between<T>(start: *const *const T, end: *const *const T) -> &'st
     unsafe { core::slice::from_raw_parts(start, end.offset_from(start) as usize) }
 }
 
+// Programmatic dependent launch (sm_90 and later): the loader may launch `_start` and `_end` while the kernel before
+// still runs (`startup_common::abi::EARLY_LAUNCH_MARKER`). `_begin` and `_start` first let the next kernel's blocks be
+// scheduled (`griddepcontrol.launch_dependents`), and `_start` and `_end` first wait until the kernel before has
+// ended and its writes are visible (`griddepcontrol.wait`). The instructions stand in the kernels themselves, not in
+// a function they call, so that the image check finds them in every build profile.
+
+/// Tells the loader that these kernels wait for the one before them.
+#[cfg(target_feature = "sm_90")]
+#[unsafe(no_mangle)]
+#[used]
+static __gpu_startup_early_launch: u8 = 1;
+
 // Each kernel takes its argument struct by value: one `.param` aggregate with the struct's layout, which the image
 // check compares with the ABI before loading (hence the lint, which warns that aggregates are not guaranteed to).
 
@@ -264,6 +276,11 @@ unsafe fn array_between<T>(start: *const *const T, end: *const *const T) -> &'st
 #[unsafe(no_mangle)]
 #[allow(improper_gpu_kernel_arg)]
 pub extern "gpu-kernel" fn _begin(args: BeginArgs) {
+    // SAFETY: only lets `_start`'s blocks be scheduled; they wait for this kernel's end themselves.
+    #[cfg(target_feature = "sm_90")]
+    unsafe {
+        asm!("griddepcontrol.launch_dependents;", options(nostack))
+    };
     // SAFETY: the loader stores the bounds of arrays it built in device memory before launching `_begin`.
     let arrays = unsafe {
         CallbackArrays {
@@ -279,7 +296,14 @@ pub extern "gpu-kernel" fn _begin(args: BeginArgs) {
 #[unsafe(no_mangle)]
 #[allow(improper_gpu_kernel_arg)]
 pub extern "gpu-kernel" fn _start(args: StartArgs) {
-    // SAFETY: launched by the loader after `_begin` completed, with its arguments.
+    // SAFETY: the first lets `_end` be scheduled, which waits for this kernel's end itself; the second only waits.
+    // Not `nomem`: no read of the runtime may move before the wait.
+    #[cfg(target_feature = "sm_90")]
+    unsafe {
+        asm!("griddepcontrol.launch_dependents;", "griddepcontrol.wait;", options(nostack))
+    };
+    // SAFETY: launched by the loader after `_begin`, with its arguments; `_begin` has ended (queue order, or the wait
+    // above).
     unsafe { RUNTIME.start(&args, main) }
 }
 
@@ -287,6 +311,12 @@ pub extern "gpu-kernel" fn _start(args: StartArgs) {
 #[unsafe(no_mangle)]
 #[allow(improper_gpu_kernel_arg)]
 pub extern "gpu-kernel" fn _end(args: EndArgs) {
-    // SAFETY: launched by the loader after `_start` completed, with its result word.
+    // SAFETY: only waits. Not `nomem`: no read of the runtime or the result word may move before it.
+    #[cfg(target_feature = "sm_90")]
+    unsafe {
+        asm!("griddepcontrol.wait;", options(nostack))
+    };
+    // SAFETY: launched by the loader after `_start`, with its result word; `_start` has ended (queue order, or the
+    // wait above).
     unsafe { RUNTIME.end(&args) }
 }

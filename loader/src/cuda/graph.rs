@@ -55,8 +55,9 @@ pub(super) struct StartupGraph {
 }
 
 impl StartupGraph {
-    /// Builds and instantiates the chain of `functions` (in [`Kernel::ALL`]'s order) with these launches.
-    fn build(functions: [sys::CUfunction; 3], launches: [NodeLaunch; 3]) -> Result<Self> {
+    /// Builds and instantiates the chain of `functions` (in [`Kernel::ALL`]'s order) with these launches, its nodes
+    /// linked as `chain` says.
+    fn build(functions: [sys::CUfunction; 3], launches: [NodeLaunch; 3], chain: Chain) -> Result<Self> {
         let mut graph = std::ptr::null_mut();
         // SAFETY: creates an empty graph, destroyed in `Drop` (or below on failure).
         check("cuGraphCreate", None, unsafe { sys::cuGraphCreate(&mut graph, 0) })?;
@@ -65,21 +66,43 @@ impl StartupGraph {
         for (index, kernel) in Kernel::ALL.into_iter().enumerate() {
             let mut argument = [std::ptr::null_mut()];
             let params = this.current[index].params(functions[index], &mut argument);
-            // Each node depends on the one before it: the chain runs in order, as a stream would.
-            let dependencies: Vec<sys::CUgraphNode> = this.nodes[..index].last().copied().into_iter().collect();
             let mut node = std::ptr::null_mut();
             // SAFETY: the graph is ours; `params` names a function of the loaded module with its one argument of
-            // the kernel's size (checked against the image before loading), and `dependencies` are nodes of this
-            // graph.
-            let added = unsafe {
-                sys::cuGraphAddKernelNode_v2(&mut node, this.graph, dependencies.as_ptr(), dependencies.len(), &params)
-            };
+            // the kernel's size (checked against the image before loading); no dependencies yet.
+            let added = unsafe { sys::cuGraphAddKernelNode_v2(&mut node, this.graph, std::ptr::null(), 0, &params) };
             check("cuGraphAddKernelNode", Some(kernel), added)?;
             this.nodes[index] = node;
+            // Each node depends on the one before it: the chain runs in order, as a stream would.
+            if index > 0 {
+                this.add_edge(index - 1, index, chain, kernel)?;
+            }
         }
         // SAFETY: the graph is complete; the executable graph is destroyed in `Drop`.
         check("cuGraphInstantiate", None, unsafe { sys::cuGraphInstantiateWithFlags(&mut this.exec, this.graph, 0) })?;
         Ok(this)
+    }
+
+    /// Makes node `to` depend on node `from`.
+    fn add_edge(&mut self, from: usize, to: usize, chain: Chain, kernel: Kernel) -> Result<()> {
+        let (from, to) = (self.nodes[from], self.nodes[to]);
+        let added = match chain {
+            // SAFETY: both nodes belong to this graph.
+            Chain::Ordered => unsafe { sys::cuGraphAddDependencies(self.graph, &from, &to, 1) },
+            Chain::Early => {
+                // Programmatic: `to` may launch once every block of `from` let it (`griddepcontrol.launch_dependents`)
+                // or ended; it waits for `from`'s end and writes itself (`griddepcontrol.wait`).
+                let edge = sys::CUgraphEdgeData {
+                    from_port: sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as u8,
+                    to_port: 0,
+                    type_: sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8,
+                    reserved: [0; 5],
+                };
+                // SAFETY: both nodes belong to this graph; the edge data describes one edge, as `numDependencies`
+                // says; the driver has the call (`Chain::for_image` checked its version).
+                unsafe { sys::cuGraphAddDependencies_v2(self.graph, &from, &to, &edge, 1) }
+            }
+        };
+        check("cuGraphAddDependencies", Some(kernel), added)
     }
 
     /// Launches the chain on `stream`, first updating the nodes whose launch differs from the last one's.
@@ -114,13 +137,38 @@ impl Drop for StartupGraph {
     }
 }
 
+/// How the graph's nodes depend on each other.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum Chain {
+    /// Each kernel launches once the one before has ended.
+    #[default]
+    Ordered,
+    /// Each kernel may launch while the one before still runs (programmatic dependent launch): the image's kernels
+    /// wait for the one before them themselves ([`startup_common::abi::EARLY_LAUNCH_MARKER`]). The launch latency
+    /// of `_start` and `_end` then overlaps the work of the kernel before.
+    Early,
+}
+
+impl Chain {
+    /// Early where the image's kernels wait for the one before them (it defines the marker) and the driver has
+    /// programmatic edges in graphs (CUDA 12.3).
+    pub(super) fn for_image(defines_marker: bool, driver_version: i32) -> Self {
+        if defines_marker && driver_version >= 12030 { Chain::Early } else { Chain::Ordered }
+    }
+}
+
 /// The startup graph of a backend: built at its first launch.
 #[derive(Default)]
 pub(super) struct StartupLauncher {
     graph: Option<StartupGraph>,
+    chain: Chain,
 }
 
 impl StartupLauncher {
+    pub(super) fn new(chain: Chain) -> Self {
+        Self { graph: None, chain }
+    }
+
     /// Launches `functions` (in [`Kernel::ALL`]'s order) on `grids` with `args` and `shared_bytes` of block memory
     /// each, as one graph on `stream`.
     pub(super) fn launch(
@@ -139,7 +187,7 @@ impl StartupLauncher {
         match &mut self.graph {
             Some(graph) => graph.launch(launches, stream),
             None => {
-                let mut graph = StartupGraph::build(functions, launches.clone())?;
+                let mut graph = StartupGraph::build(functions, launches.clone(), self.chain)?;
                 // The nodes already launch what was asked: this only launches.
                 graph.launch(launches, stream)?;
                 self.graph = Some(graph);
@@ -158,4 +206,18 @@ fn check(api: &'static str, kernel: Option<Kernel>, status: sys::CUresult) -> Re
             None => describe(error),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Chain;
+
+    #[test]
+    fn edges_are_programmatic_only_for_a_marked_image_on_a_driver_that_has_them() {
+        assert_eq!(Chain::for_image(true, 13000), Chain::Early);
+        assert_eq!(Chain::for_image(true, 12030), Chain::Early);
+        assert_eq!(Chain::for_image(true, 12020), Chain::Ordered);
+        assert_eq!(Chain::for_image(false, 13000), Chain::Ordered);
+        assert_eq!(Chain::for_image(true, 0), Chain::Ordered);
+    }
 }

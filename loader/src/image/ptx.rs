@@ -129,6 +129,30 @@ pub(super) fn defines_strong_function(text: &str, name: &str) -> bool {
     strong
 }
 
+/// Whether the body of entry `entry` has the instruction `instruction` (as `griddepcontrol.wait`, which inline
+/// assembly leaves in the body as written). `false` when there is no such entry.
+pub(super) fn entry_has_instruction(text: &str, entry: &str, instruction: &str) -> bool {
+    let mut tokens = Tokens::new(text);
+    while let Some(token) = tokens.next() {
+        if token != ".entry" || tokens.next() != Some(entry) {
+            continue;
+        }
+        // The body is the first brace block after the parameters; braces nest inside it (`{ .reg ...; }` scopes).
+        let mut depth = 0u32;
+        for token in tokens.by_ref() {
+            match token {
+                "{" => depth += 1,
+                "}" if depth <= 1 => return false,
+                "}" => depth -= 1,
+                _ if depth > 0 && token == instruction => return true,
+                _ => {}
+            }
+        }
+        return false;
+    }
+    false
+}
+
 /// The `.visible .global` byte arrays whose names start with `prefix`, each with its initializer's bytes (`.b8
 /// NAME[N] = {1, 0x2, ...};`) or what keeps them from being read.
 pub(super) fn initialized_globals(text: &str, prefix: &str) -> Vec<(String, GlobalBytes)> {

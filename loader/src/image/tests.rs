@@ -156,6 +156,33 @@ fn a_kernel_with_the_wrong_parameters_fails_the_check() {
 }
 
 #[test]
+fn an_image_launched_early_must_wait_in_start_and_end() {
+    const WAITS: &str =
+        "{\n\t{ .reg .pred p; }\n\t// begin inline asm\n\tgriddepcontrol.wait;\n\t// end inline asm\n\tret;\n}";
+    // The PTX above, marked, with the bodies of `_start` and `_end` given.
+    let marked = |start: &str, end: &str| {
+        PTX.replace(
+            ".global .align 4 .b8 hidden[4];",
+            ".global .align 4 .b8 hidden[4];\n.visible .global .align 1 .u8 __gpu_startup_early_launch = 1;",
+        )
+        .replace("_start_param_0[40]\n)\n{ ret; }", &format!("_start_param_0[40]\n)\n{start}"))
+        .replace(".param .u64 _end_param_0)\n{ ret; }", &format!(".param .u64 _end_param_0)\n{end}"))
+    };
+    image(marked(WAITS, WAITS).as_bytes()).unwrap().check_startup_abi().unwrap();
+    // Without the marker, nothing is asked of the kernels.
+    image(PTX.as_bytes()).unwrap().check_startup_abi().unwrap();
+    // A wait in a comment, or in another function, does not count.
+    let commented = "{ // griddepcontrol.wait;\n ret; }";
+    for (kernel, start, end) in [("_start", "{ ret; }", WAITS), ("_end", WAITS, commented)] {
+        let error = image(marked(start, end).as_bytes()).unwrap().check_startup_abi().unwrap_err().to_string();
+        assert!(
+            error.contains(&format!("`{kernel}` does not wait for that kernel (`griddepcontrol.wait`)")),
+            "{kernel}: {error}"
+        );
+    }
+}
+
+#[test]
 fn a_missing_kernel_fails_the_check() {
     let without_end = PTX.replace(".entry _end", ".func other");
     let error = image(without_end.as_bytes()).unwrap().check_startup_abi().unwrap_err().to_string();
