@@ -247,14 +247,20 @@ impl Image {
         Ok(())
     }
 
+    /// Whether the image defines [`abi::EARLY_LAUNCH_MARKER`]: its startup lets the loader launch each kernel while
+    /// the one before still runs.
+    pub fn defines_early_launch_marker(&self) -> Result<bool> {
+        Ok(self.global_symbols()?.iter().any(|name| name == abi::EARLY_LAUNCH_MARKER))
+    }
+
     /// PTX: an image that lets the loader launch each kernel before the one before it ended
     /// ([`abi::EARLY_LAUNCH_MARKER`]) must wait for that kernel in `_start` and `_end`: without the wait they would
     /// read the runtime's state before `_begin` set it up, or `main`'s results before `_start` wrote them.
     fn check_early_launch(&self) -> Result<()> {
-        let text = self.ptx_text()?;
-        if !ptx::globals(text).iter().any(|name| name == abi::EARLY_LAUNCH_MARKER) {
+        if !self.defines_early_launch_marker()? {
             return Ok(());
         }
+        let text = self.ptx_text()?;
         for kernel in [abi::Kernel::Start, abi::Kernel::End] {
             if !ptx::entry_has_instruction(text, kernel.name(), "griddepcontrol.wait") {
                 return Err(bad(

@@ -106,7 +106,8 @@ fn copy_expectations(source_dir: &Path, out_dir: &Path, program: &str) -> Result
 }
 
 /// Checks every image statically: the three kernels with the ABI's parameters (for AMD, against the code object's
-/// metadata note), well-formed constructor symbols, and a `main` or a well-formed test table. Needs no GPU.
+/// metadata note), well-formed constructor symbols, a `main` or a well-formed test table, and for NVIDIA sm_90 or
+/// later the marker that lets the loader launch each kernel early. Needs no GPU.
 pub fn check_images(images: &[BuiltImage]) -> Result<()> {
     let mut checked = 0;
     for built in images {
@@ -119,9 +120,69 @@ pub fn check_images(images: &[BuiltImage]) -> Result<()> {
             if tests.is_empty() && image.lacks_own_main()? {
                 bail!("{}: defines neither `main` nor tests", path.display());
             }
+            if built.target == GpuTarget::Nvptx
+                && arch_launches_early(&built.arch)
+                && !image.defines_early_launch_marker()?
+            {
+                bail!(
+                    "{}: is built for {} but does not define the startup's early-launch marker: the loader would launch \
+                     its kernels one after another (did the link drop it?)",
+                    path.display(),
+                    built.arch
+                );
+            }
             checked += 1;
         }
     }
     println!("xtask: static check passed for {checked} GPU images");
     Ok(())
+}
+
+/// Whether the NVIDIA startup built for `arch` (`sm_90`, `sm_90a`, ...) launches early: sm_90 and later have
+/// programmatic dependent launch.
+fn arch_launches_early(arch: &str) -> bool {
+    let digits: String = arch.trim_start_matches("sm_").chars().take_while(char::is_ascii_digit).collect();
+    digits.parse::<u32>().is_ok_and(|version| version >= 90)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The three kernels with the ABI's parameters and a `main`, for sm_90, with `extra` among the globals.
+    fn ptx(extra: &str) -> String {
+        format!(
+            ".version 7.8\n.target sm_90\n.address_size 64\n{extra}\n\
+             .visible .entry _begin(.param .align 8 .b8 _begin_param_0[56])\n{{ ret; }}\n\
+             .visible .entry _start(.param .align 8 .b8 _start_param_0[40])\n{{ griddepcontrol.wait; ret; }}\n\
+             .visible .entry _end(.param .align 8 .b8 _end_param_0[8])\n{{ griddepcontrol.wait; ret; }}\n\
+             .visible .func (.param .b32 func_retval0) main(.param .b32 main_param_0)\n{{ ret; }}\n"
+        )
+    }
+
+    #[test]
+    fn an_sm_90_image_without_the_early_launch_marker_fails_the_check() {
+        let dir = std::env::temp_dir().join(format!("xtask-marker-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let marker = ".visible .global .align 1 .b8 __gpu_startup_early_launch[1] = {1};";
+        let built = |name: &str, text: String, arch: &str| {
+            let path = dir.join(format!("{name}.ptx"));
+            std::fs::write(&path, text).unwrap();
+            BuiltImage { program: name.into(), target: GpuTarget::Nvptx, arch: arch.into(), path }
+        };
+        check_images(&[built("marked", ptx(marker), "sm_90"), built("older", ptx(""), "sm_80")]).unwrap();
+        let error = check_images(&[built("unmarked", ptx(""), "sm_90")]).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            error.contains("unmarked.ptx: is built for sm_90 but does not define the startup's early-launch marker"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn sm_90_and_later_launch_early() {
+        for (arch, early) in [("sm_90", true), ("sm_90a", true), ("sm_100", true), ("sm_89", false), ("sm_80", false)] {
+            assert_eq!(arch_launches_early(arch), early, "{arch}");
+        }
+    }
 }
