@@ -47,6 +47,14 @@ pub struct Amdgpu;
 
 // SAFETY: a wavefront executes in lockstep under its exec mask, so the lanes of `mask` (the active lanes) run each
 // of these operations together; `readfirstlane` and `ballot` read across exactly those lanes.
+//
+// The runtime's warp-level hand-offs (a leader's lock outcome or reservation, a group's packets before the leader
+// hands the port to the host, the port's release after every lane is done) need no lane to wait for another here:
+// the lanes of a group execute each instruction together, so a leader's write is issued before any later read of a
+// group-mate. What `sync_lanes` still provides is what the hardware does not: the compiler may not move memory
+// accesses across it, and its fence makes one lane's stores visible to the others' loads. Diverged groups of a
+// wavefront run one after the other, never interleaved, so the block-memory lock they share is never contended
+// (`rpc::lock::GroupLock`).
 unsafe impl Gpu for Amdgpu {
     const LANE_SIZE: u32 = 64;
 

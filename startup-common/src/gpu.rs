@@ -125,10 +125,27 @@ pub unsafe trait Gpu: 'static {
     }
 
     /// Like [`Gpu::unlock_swap`], for a lock among the threads of one block: `word` is one of
-    /// a word of [`Gpu::block_memory`], and the release need only order among the block's threads.
+    /// a word of [`Gpu::block_memory`], and the release need only order among the block's threads. An atomic
+    /// read-modify-write, never a plain store, where lanes of one warp may take the lock: see [`Gpu::block_swap`].
     #[inline(always)]
     fn block_unlock_swap(word: &crate::sync::AtomicU32, value: u32) {
         word.swap(value, core::sync::atomic::Ordering::Release);
+    }
+
+    /// Replaces a word of [`Gpu::block_memory`] with `value`, relaxed, and returns its old value. For words that
+    /// diverged lane groups of one warp share (a port lock's holder): they cannot meet at a warp barrier, one may wait
+    /// for the other, so nothing but atomic operations may order what they exchange; and only an atomic
+    /// read-modify-write, not a load or store of any ordering, is what NVIDIA's racecheck takes for one.
+    #[inline(always)]
+    fn block_swap(word: &crate::sync::AtomicU64, value: u64) -> u64 {
+        word.swap(value, core::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Reads a word of [`Gpu::block_memory`], relaxed, as an atomic read-modify-write that changes nothing: the read
+    /// of [`Gpu::block_swap`]'s words, for the same reason.
+    #[inline(always)]
+    fn block_read(word: &crate::sync::AtomicU64) -> u64 {
+        word.fetch_or(0, core::sync::atomic::Ordering::Relaxed)
     }
 
     /// A clock in nanoseconds, the same for every thread of the device, for measuring on the device.

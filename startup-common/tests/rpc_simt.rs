@@ -15,8 +15,20 @@ use startup_common::rpc::testing::{self, TestOperations};
 fn run_warps(
     server: &mut TestServer,
     client: &Client<SimWarp>,
+    launch: (u32, bool),
+    masks: &[u64],
+    body: impl Fn(&Client<SimWarp>, u32, u32) + Sync,
+) {
+    run_groups(server, client, launch, masks, |_, mask| SimGroup::new(mask), body)
+}
+
+/// Like [`run_warps`], with the groups `group` makes of each warp's masks.
+fn run_groups(
+    server: &mut TestServer,
+    client: &Client<SimWarp>,
     (warps, block_memory): (u32, bool),
     masks: &[u64],
+    group: impl Fn(u32, u64) -> Arc<SimGroup>,
     body: impl Fn(&Client<SimWarp>, u32, u32) + Sync,
 ) {
     assert_eq!(masks.iter().fold(0, |all, m| all | m), (1 << SIM_LANES) - 1);
@@ -25,13 +37,14 @@ fn run_warps(
         let mut workers = Vec::new();
         for warp in 0..warps {
             for &mask in masks {
-                let group = SimGroup::new(mask);
+                let group = group(warp, mask);
                 for lane in (0..SIM_LANES).filter(|lane| mask & (1 << lane) != 0) {
                     let group = Arc::clone(&group);
                     let launch = Arc::clone(&launch);
                     let body = &body;
                     workers.push(scope.spawn(move || {
-                        become_lane(group, lane, warp, launch);
+                        let _abandon = group.abandon_on_panic();
+                        become_lane(Arc::clone(&group), lane, warp, launch);
                         // SAFETY: every lane of the block calls it first, as each kernel of the startup does.
                         unsafe { client.prepare_block() };
                         body(client, warp, lane)
@@ -65,6 +78,45 @@ fn a_warp_increments_together_with_one_message() {
         // One message per warp per round, sent for all four lanes.
         assert_eq!(server.seen.masks.len(), warps as usize * rounds as usize);
         assert!(server.seen.masks.iter().all(|&mask| mask == 0b1111));
+    }
+}
+
+/// Lanes that lag behind their group's lowest lane after every lane operation, as lanes may under independent thread
+/// scheduling: each lane's packet still reaches the host, and each lane reads its own reply, on the warp's own port
+/// and on shared ones. The warp barriers before the leader hands a port to the host (`Port::toggle`) and before it
+/// unlocks the port (`Port`'s drop) are what this checks: without either, the leader runs ahead of the lagging lanes
+/// and a lane's request or reply is lost.
+#[test]
+fn lagging_lanes_send_and_receive_whole_messages() {
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    let rounds = scaled(12, 2) as u64;
+    // The warps' own ports, then one port that both warps take in turn, where a lane that lags behind its leader's
+    // unlock would read the other warp's packet.
+    for (block_memory, ports) in [(true, 4), (false, 1)] {
+        let region = region(ports, SIM_LANES);
+        let client = client::<SimWarp>(&region);
+        let mut server = TestServer::new(&region);
+        // Warp 0's lanes lag; warp 1's do not, and keep sending until warp 0 is done, so that it takes a port as
+        // soon as warp 0's leader lets it go.
+        let lagging = |warp, mask| match warp {
+            0 => SimGroup::lagging(mask, std::time::Duration::from_millis(3)),
+            _ => SimGroup::new(mask),
+        };
+        let (lagging_lanes_done, quick_calls) = (AtomicU32::new(0), AtomicU32::new(0));
+        run_groups(&mut server, &client, (2, block_memory), &[0b1111], lagging, |client, warp, lane| {
+            let mut r = 0;
+            while if warp == 0 { r < rounds } else { lagging_lanes_done.load(Relaxed) < SIM_LANES } {
+                let value = u64::from(warp) << 40 | u64::from(lane) << 32 | r;
+                assert_eq!(client.test_increment(value), value + 1, "warp {warp} lane {lane} round {r}");
+                r += 1;
+            }
+            match warp {
+                0 => lagging_lanes_done.fetch_add(1, Relaxed),
+                _ => quick_calls.fetch_add(r as u32, Relaxed),
+            };
+        });
+        let calls = SIM_LANES as usize * rounds as usize + quick_calls.into_inner() as usize;
+        assert_eq!(server.seen.increments(), calls);
     }
 }
 

@@ -202,12 +202,34 @@ unsafe impl Gpu for Nvptx {
     }
 
     fn block_unlock_swap(word: &AtomicU32, value: u32) {
-        // SAFETY: as in `block_lock_fetch_or`; a release store at block scope is what the swap needs, less the old
-        // value.
+        // An exchange rather than `st.release`: divergent groups of a warp hand this lock to each other, and
+        // racecheck counts only atomic read-modify-writes as synchronised (`Gpu::block_swap`).
+        // SAFETY: as in `block_lock_fetch_or`; an atomic exchange at block scope is what the swap does.
         unsafe {
-            asm!("{{ .reg .u64 a; cvta.to.shared.u64 a, {}; st.release.cta.shared.b32 [a], {}; }}",
-                in(reg64) word.as_ptr(), in(reg32) value, options(nostack));
+            asm!("{{ .reg .u64 a; cvta.to.shared.u64 a, {}; atom.release.cta.shared.exch.b32 {}, [a], {}; }}",
+                in(reg64) word.as_ptr(), out(reg32) _, in(reg32) value, options(nostack));
         }
+    }
+
+    fn block_swap(word: &AtomicU64, value: u64) -> u64 {
+        let old: u64;
+        // SAFETY: as in `block_lock_fetch_or`, for a 64-bit word of block memory; a relaxed exchange at block scope
+        // is what the trait asks for.
+        unsafe {
+            asm!("{{ .reg .u64 a; cvta.to.shared.u64 a, {}; atom.relaxed.cta.shared.exch.b64 {}, [a], {}; }}",
+                in(reg64) word.as_ptr(), out(reg64) old, in(reg64) value, options(nostack));
+        }
+        old
+    }
+
+    fn block_read(word: &AtomicU64) -> u64 {
+        let value: u64;
+        // SAFETY: as in `block_swap`; OR with 0 leaves the word as it is.
+        unsafe {
+            asm!("{{ .reg .u64 a; cvta.to.shared.u64 a, {}; atom.relaxed.cta.shared.or.b64 {}, [a], 0; }}",
+                in(reg64) word.as_ptr(), out(reg64) value, options(nostack));
+        }
+        value
     }
 
     fn nanoseconds() -> u64 {

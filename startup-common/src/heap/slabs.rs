@@ -118,6 +118,7 @@ impl<G: Gpu> Heap<G> {
             let wanted = waiting.count_ones();
             let reservation = if leader { self.reserve(class, wanted) } else { Reservation::OUT_OF_MEMORY };
             let [slab, count] = reservation.encode();
+            // The leader's reservation reaches the group by shuffles, not through memory.
             let reservation =
                 Reservation::decode([G::broadcast_first(waiting, slab), G::broadcast_first(waiting, count)]);
             if reservation.count == 0 {
@@ -262,6 +263,8 @@ impl<G: Gpu> Heap<G> {
                     }
                 }
             }
+            // The leader's bits reach the group by shuffles, not memory; `allocate_in_class`'s warp barrier then
+            // orders its acquire before the lanes' use of the chunks.
             let word_taken = G::broadcast_first(group, word);
             let taken = broadcast_u64::<G>(group, taken);
             let got = taken.count_ones();

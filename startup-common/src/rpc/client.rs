@@ -159,7 +159,8 @@ impl<G: Gpu> Client<G> {
                     port.write_header(opcode, leader);
                     return port;
                 }
-                // The server still owns this port (it has not finished the previous message): try another.
+                // The server still owns this port (it has not finished the previous message): try another. Every
+                // lane has read the port before the leader lets another group have it.
                 G::sync_lanes(mask);
                 if leader {
                     self.locks.unlock::<G>(index, epoch, PortMemo { out, owned: false });

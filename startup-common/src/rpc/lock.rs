@@ -137,6 +137,7 @@ impl GroupLock {
 
     /// Frees the lock, forgets the memo and records the group's port, for a new kernel.
     pub(super) fn clear(&self, port: Option<u32>) {
+        // Plain stores: `Client::prepare_block`'s block barrier orders them before any lane uses the lock.
         self.word.store(0, Ordering::Relaxed);
         self.port.store(port.map_or(0, |port| port + 1), Ordering::Relaxed);
         self.holder.store(0, Ordering::Relaxed);
@@ -144,23 +145,30 @@ impl GroupLock {
 
     /// The group's own port in this kernel, if it has one.
     pub(super) fn own_port(&self) -> Option<u32> {
+        // Written only by `clear`, before the block barrier: every lane may read it plainly.
         self.port.load(Ordering::Relaxed).checked_sub(1)
     }
 
     /// Takes the lock for the group `mask`, waiting while another group of the warp holds it; run by the group's
     /// leader. Returns the word the last holder left, or [`GroupLock::HELD_BY_THIS_GROUP`].
+    ///
+    /// The groups that share this lock are diverged lanes of one warp: one waits here for another to finish its
+    /// message, so they cannot meet at a warp barrier, and every access to `word` and `holder` is an atomic
+    /// read-modify-write at block scope ([`Gpu::block_swap`] says why not a plain load or store). On AMD a
+    /// wavefront runs one path at a time, and a group holds the lock only between opening and closing a port, within
+    /// its own path: there the lock is never contended, only the re-entry check matters.
     pub(super) fn lock<G: Gpu>(&self, mask: u64) -> u32 {
         loop {
             let old = G::block_lock_fetch_or(&self.word, Locks::LOCKED);
             if old & Locks::LOCKED == 0 {
-                self.holder.store(mask, Ordering::Relaxed);
+                G::block_swap(&self.holder, mask);
                 return old;
             }
             // The acquire above synchronizes with the last release of the lock, before which its holder cleared
             // `holder`: what this reads is 0 or the current holder's mask. If that holds one of this group's lanes,
             // the holder is this group (the lanes of groups that run at once are disjoint): it opened a port while
             // holding one.
-            if self.holder.load(Ordering::Relaxed) & mask != 0 {
+            if G::block_read(&self.holder) & mask != 0 {
                 return Self::HELD_BY_THIS_GROUP;
             }
             G::sleep_briefly();
@@ -174,7 +182,8 @@ impl GroupLock {
 
     /// Lets go of the lock, leaving `memo` for the warp's next group.
     pub(super) fn unlock<G: Gpu>(&self, memo: PortMemo) {
-        self.holder.store(0, Ordering::Relaxed);
+        // Atomic, as every access of diverged groups to the lock (`GroupLock::lock`).
+        G::block_swap(&self.holder, 0);
         G::block_unlock_swap(&self.word, memo.encode(Self::KNOWN));
     }
 }

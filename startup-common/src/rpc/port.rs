@@ -64,7 +64,9 @@ impl<G: Gpu> Port<'_, G> {
         self.mask
     }
 
-    /// Writes the message's header (opcode, lanes); the group owns the buffers, and its leader writes for all.
+    /// Writes the message's header (opcode, lanes); the group owns the buffers, and its leader writes for all. Only
+    /// the server reads the header: the leader's own release in [`Port::toggle`] publishes it, and no other lane needs
+    /// to see it.
     pub(super) fn write_header(&self, opcode: u32, leader: bool) {
         if leader {
             self.region.opcode(self.index).store(u64::from(opcode), Ordering::Relaxed);
@@ -107,6 +109,8 @@ impl<G: Gpu> Port<'_, G> {
     /// Hands the buffers to the server: every lane's writes are done (`sync_lanes`), then the leader toggles the
     /// client outbox with a release store.
     fn toggle(&mut self) {
+        // The warp barrier orders each lane's packet writes before the leader's release: without it the server could
+        // read a lagging lane's packet before the lane wrote it.
         G::sync_lanes(self.mask);
         self.out ^= 1;
         if G::lane_id() == self.mask.trailing_zeros() {
@@ -209,6 +213,8 @@ impl<G: Gpu> Port<'_, G> {
 
 impl<G: Gpu> Drop for Port<'_, G> {
     fn drop(&mut self) {
+        // Every lane is done with the port (its last read of a reply included) before the leader lets the next group
+        // have it: a lane that lags would read the next message's packet.
         G::sync_lanes(self.mask);
         if G::lane_id() == self.mask.trailing_zeros() {
             let memo = PortMemo { out: self.out, owned: self.owns };

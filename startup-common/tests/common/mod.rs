@@ -162,6 +162,12 @@ pub const SIM_LANES: u32 = 4;
 /// them, as after a branch) meet and exchange a value.
 pub struct SimGroup {
     mask: u64,
+    /// How long every lane but the lowest waits after each lane operation: lanes that run apart between two
+    /// operations, as independent thread scheduling lets them, so that a hand-off without a warp barrier shows.
+    lag: Option<std::time::Duration>,
+    /// A lane of the group panicked: the others stop waiting for it and panic too, so that a test fails rather than
+    /// hangs.
+    abandoned: std::sync::atomic::AtomicBool,
     /// The operation under way for each mask, indexed by the mask.
     rounds: Mutex<[Round; 1 << SIM_LANES]>,
     changed: Condvar,
@@ -178,7 +184,45 @@ struct Round {
 
 impl SimGroup {
     pub fn new(mask: u64) -> Arc<Self> {
-        Arc::new(Self { mask, rounds: Mutex::new([Round::default(); 1 << SIM_LANES]), changed: Condvar::new() })
+        Arc::new(Self {
+            mask,
+            lag: None,
+            abandoned: std::sync::atomic::AtomicBool::new(false),
+            rounds: Mutex::new([Round::default(); 1 << SIM_LANES]),
+            changed: Condvar::new(),
+        })
+    }
+
+    /// Marks the group abandoned if the calling lane panics before the guard drops.
+    pub fn abandon_on_panic(self: &Arc<Self>) -> impl Drop {
+        struct Guard(Arc<SimGroup>);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.abandoned.store(true, std::sync::atomic::Ordering::Relaxed);
+                    self.0.changed.notify_all();
+                }
+            }
+        }
+        Guard(Arc::clone(self))
+    }
+
+    /// A group whose lanes other than the lowest lag `lag` behind after every lane operation.
+    pub fn lagging(mask: u64, lag: std::time::Duration) -> Arc<Self> {
+        Arc::new(Self { lag: Some(lag), ..Arc::into_inner(Self::new(mask)).expect("just made") })
+    }
+}
+
+impl SimGroup {
+    /// Waits for a change of the group's rounds; panics once another lane of the group has panicked, which would
+    /// leave this one waiting for ever.
+    fn wait<'a>(
+        &self,
+        rounds: std::sync::MutexGuard<'a, [Round; 1 << SIM_LANES]>,
+    ) -> std::sync::MutexGuard<'a, [Round; 1 << SIM_LANES]> {
+        let (rounds, _) = self.changed.wait_timeout(rounds, std::time::Duration::from_millis(10)).unwrap();
+        assert!(!self.abandoned.load(std::sync::atomic::Ordering::Relaxed), "another lane of the group panicked");
+        rounds
     }
 }
 
@@ -188,6 +232,9 @@ pub struct SimLaunch {
     warps: u32,
     memory: Option<HostBlockMemory<MAX_SIM_WARPS>>,
     barrier: Barrier,
+    /// When a lane operation panics instead of going on: a hand-off that loses a message leaves lanes polling for
+    /// ever, and a test must fail rather than hang.
+    deadline: std::time::Instant,
 }
 
 /// The most warps in a simulated block.
@@ -197,7 +244,8 @@ impl SimLaunch {
     pub fn new(warps: u32, block_memory: bool) -> Arc<Self> {
         assert!(warps as usize <= MAX_SIM_WARPS);
         let memory = block_memory.then(HostBlockMemory::default);
-        Arc::new(Self { warps, memory, barrier: Barrier::new((warps * SIM_LANES) as usize) })
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(scaled(30, 900) as u64);
+        Arc::new(Self { warps, memory, barrier: Barrier::new((warps * SIM_LANES) as usize), deadline })
     }
 }
 
@@ -228,12 +276,13 @@ fn exchange(mask: u64, value: u64) -> [u64; SIM_LANES as usize] {
     with_lane(|state| {
         let me = 1u64 << state.lane;
         let group = &state.group;
+        assert!(std::time::Instant::now() < state.launch.deadline, "the simulated launch ran past its deadline");
         assert!(mask & me != 0 && mask & !group.mask == 0, "lane {} in a lane operation of {mask:#b}", state.lane);
         let index = mask as usize;
         let mut rounds = group.rounds.lock().unwrap();
         // A round of the same lanes that has all arrived is the last one, still being left: wait for it to end.
         while rounds[index].arrived == mask {
-            rounds = group.changed.wait(rounds).unwrap();
+            rounds = group.wait(rounds);
         }
         let round = &mut rounds[index];
         round.values[state.lane as usize] = value;
@@ -242,7 +291,7 @@ fn exchange(mask: u64, value: u64) -> [u64; SIM_LANES as usize] {
             group.changed.notify_all();
         }
         while rounds[index].arrived != mask {
-            rounds = group.changed.wait(rounds).unwrap();
+            rounds = group.wait(rounds);
         }
         let round = &mut rounds[index];
         let values = round.values;
@@ -250,6 +299,10 @@ fn exchange(mask: u64, value: u64) -> [u64; SIM_LANES as usize] {
         if round.left == mask {
             *round = Round::default();
             group.changed.notify_all();
+        }
+        drop(rounds);
+        if let Some(lag) = group.lag.filter(|_| state.lane != mask.trailing_zeros()) {
+            std::thread::sleep(lag);
         }
         values
     })
