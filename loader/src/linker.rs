@@ -4,9 +4,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-use anyhow::{Context, Result, bail};
+use std::process::{Command, ExitStatus};
 
 mod constructors;
 
@@ -18,6 +16,43 @@ const LOADER_VISIBLE_NAMES: [&str; 5] = {
     use startup_common::abi::{EARLY_LAUNCH_MARKER, Kernel, MAIN_SYMBOL};
     [Kernel::Begin.name(), Kernel::Start.name(), Kernel::End.name(), MAIN_SYMBOL, EARLY_LAUNCH_MARKER]
 };
+
+/// A linker failure, as `gpu-bitcode-linker` reports it.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// The command line is not what rustc passes.
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {problem}")]
+    BadInput { path: PathBuf, problem: String },
+    #[error("no LLVM bitcode in the inputs")]
+    NoBitcode,
+    #[error(
+        "cannot find llvm-link, opt and llc: install them with `rustup component add llvm-tools` \
+         (or point GPU_LLVM_TOOLS_DIR at a directory holding them)"
+    )]
+    NoTools,
+    #[error("cannot run {tool}: {source}")]
+    CannotRun { tool: String, source: std::io::Error },
+    #[error("{tool} failed ({status}):\n{stderr}")]
+    ToolFailed { tool: String, status: ExitStatus, stderr: String },
+    #[error("the program's constructors cannot be called by the startup: {0}")]
+    Constructors(String),
+    #[error("not an NVIDIA arch: {0}")]
+    NotNvidiaArch(String),
+    #[error("{0} is too old: the startup needs sm_70 or later (independent thread scheduling)")]
+    ArchTooOld(String),
+}
+
+pub type Result<T, E = LinkError> = std::result::Result<T, E>;
+
+fn usage(message: String) -> LinkError {
+    LinkError::Usage(message)
+}
 
 /// One invocation, as rustc spells it for linker flavor `llbc`.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -40,7 +75,7 @@ impl LinkRequest {
         let mut output = None;
         let mut args = args.iter();
         while let Some(arg) = args.next() {
-            let mut value = |flag: &str| args.next().cloned().with_context(|| format!("`{flag}` needs a value"));
+            let mut value = |flag: &str| args.next().cloned().ok_or_else(|| usage(format!("`{flag}` needs a value")));
             match arg.as_str() {
                 "--export-symbol" => request.exports.push(value(arg)?),
                 "-L" => request.search_dirs.push(value(arg)?.into()),
@@ -54,17 +89,17 @@ impl LinkRequest {
                 _ if arg.starts_with("-O") && arg.len() == 3 => {
                     let level = arg.as_bytes()[2] as char;
                     if !matches!(level, '0' | '1' | '2' | '3' | 's' | 'z') {
-                        bail!("unknown optimization level `{arg}`");
+                        return Err(usage(format!("unknown optimization level `{arg}`")));
                     }
                     request.opt_level = level;
                 }
-                _ if arg.starts_with('-') => bail!("unknown option `{arg}`"),
+                _ if arg.starts_with('-') => return Err(usage(format!("unknown option `{arg}`"))),
                 _ => request.inputs.push(arg.into()),
             }
         }
-        request.output = output.context("no output file given (`-o`)")?;
+        request.output = output.ok_or_else(|| usage("no output file given (`-o`)".to_owned()))?;
         if request.inputs.is_empty() {
-            bail!("no input files");
+            return Err(usage("no input files".to_owned()));
         }
         Ok(request)
     }
@@ -81,7 +116,7 @@ impl LinkRequest {
     fn link_in(&self, tools: &LlvmTools, work: &Path) -> Result<()> {
         let bitcode = extract_bitcode(&self.inputs, work)?;
         if bitcode.is_empty() {
-            bail!("no LLVM bitcode in the inputs");
+            return Err(LinkError::NoBitcode);
         }
         let linked = work.join("linked.bc");
         let mut link = tools.command("llvm-link");
@@ -146,20 +181,20 @@ impl LinkRequest {
 /// The linked module with its constructors wrapped ([`constructors`]), or as it is when it has none. The module is
 /// disassembled only when its bitcode names a constructor list.
 fn wrap_constructors(tools: &LlvmTools, linked: PathBuf, work: &Path) -> Result<PathBuf> {
-    let bytes = std::fs::read(&linked).with_context(|| format!("cannot read {}", linked.display()))?;
+    let bytes = std::fs::read(&linked).map_err(|source| LinkError::Read { path: linked.clone(), source })?;
     if !constructors::may_have_constructors(&bytes) {
         return Ok(linked);
     }
     let mut disassemble = tools.command("llvm-dis");
     disassemble.arg(&linked).arg("-o").arg("-");
     let Some(rewritten) = constructors::wrap_constructors(&output_of(disassemble)?)
-        .context("the program's constructors cannot be called by the startup")?
+        .map_err(|problem| LinkError::Constructors(format!("{problem:#}")))?
     else {
         return Ok(linked);
     };
     let source = work.join("constructors.ll");
     let assembled = work.join("constructors.bc");
-    std::fs::write(&source, rewritten).with_context(|| format!("cannot write {}", source.display()))?;
+    std::fs::write(&source, rewritten).map_err(|error| LinkError::Write { path: source.clone(), source: error })?;
     let mut assemble = tools.command("llvm-as");
     assemble.arg(&source).arg("-o").arg(&assembled);
     run(assemble)?;
@@ -172,9 +207,9 @@ fn sm_number(digits: &str) -> Option<u32> {
 
 /// The lowest PTX ISA version (times ten) that supports `arch`, from the PTX ISA manual's target table.
 pub fn min_ptx_version(arch: &str) -> Result<u32> {
-    let sm = arch.strip_prefix("sm_").and_then(sm_number).with_context(|| format!("not an NVIDIA arch: {arch}"))?;
+    let sm = arch.strip_prefix("sm_").and_then(sm_number).ok_or_else(|| LinkError::NotNvidiaArch(arch.to_owned()))?;
     Ok(match sm {
-        0..=69 => bail!("{arch} is too old: the startup needs sm_70 or later (independent thread scheduling)"),
+        0..=69 => return Err(LinkError::ArchTooOld(arch.to_owned())),
         70..=72 => 60,
         73..=75 => 63,
         76..=80 => 70,
@@ -229,10 +264,7 @@ impl LlvmTools {
                 return Ok(Self { dir: candidate });
             }
         }
-        bail!(
-            "cannot find llvm-link, opt and llc: install them with `rustup component add llvm-tools` \
-             (or point GPU_LLVM_TOOLS_DIR at a directory holding them)"
-        )
+        Err(LinkError::NoTools)
     }
 
     fn command(&self, tool: &str) -> Command {
@@ -252,14 +284,15 @@ fn run(mut command: Command) -> Result<()> {
 fn output_of(mut command: impl std::borrow::BorrowMut<Command>) -> Result<String> {
     let command = command.borrow_mut();
     let program = command.get_program().to_owned();
-    let output = command.output().with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
+    let output = command
+        .output()
+        .map_err(|source| LinkError::CannotRun { tool: program.to_string_lossy().into_owned(), source })?;
     if !output.status.success() {
-        bail!(
-            "{} failed ({}):\n{}",
-            Path::new(&program).file_name().unwrap_or(&OsString::new()).to_string_lossy(),
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim_end()
-        );
+        return Err(LinkError::ToolFailed {
+            tool: Path::new(&program).file_name().unwrap_or(&OsString::new()).to_string_lossy().into_owned(),
+            status: output.status,
+            stderr: String::from_utf8_lossy(&output.stderr).trim_end().to_owned(),
+        });
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
@@ -268,7 +301,7 @@ fn tempdir_for(output: &Path) -> Result<PathBuf> {
     let parent = output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = output.file_name().unwrap_or_default().to_string_lossy();
     let dir = parent.join(format!(".{name}.link-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|source| LinkError::Write { path: dir.clone(), source })?;
     Ok(dir)
 }
 
@@ -281,24 +314,29 @@ pub fn is_bitcode(data: &[u8]) -> bool {
 fn extract_bitcode(inputs: &[PathBuf], work: &Path) -> Result<Vec<PathBuf>> {
     let mut modules = Vec::new();
     for (index, input) in inputs.iter().enumerate() {
-        let data = std::fs::read(input).with_context(|| format!("cannot read {}", input.display()))?;
+        let data = std::fs::read(input).map_err(|source| LinkError::Read { path: input.clone(), source })?;
         if is_bitcode(&data) {
             modules.push(input.clone());
         } else if data.starts_with(b"!<arch>\n") {
-            let archive = object::read::archive::ArchiveFile::parse(&*data)
-                .with_context(|| format!("{} is not a valid archive", input.display()))?;
+            let bad_archive = |error: object::Error| LinkError::BadInput {
+                path: input.clone(),
+                problem: format!("is not a valid archive: {error}"),
+            };
+            let archive = object::read::archive::ArchiveFile::parse(&*data).map_err(bad_archive)?;
             for (member_index, member) in archive.members().enumerate() {
-                let member = member.with_context(|| format!("bad member in {}", input.display()))?;
-                let bytes = member.data(&*data)?;
+                let bytes = member.and_then(|member| member.data(&*data)).map_err(bad_archive)?;
                 if !is_bitcode(bytes) {
                     continue; // rlib metadata and the like
                 }
                 let path = work.join(format!("{index}-{member_index}.bc"));
-                std::fs::write(&path, bytes)?;
+                std::fs::write(&path, bytes).map_err(|source| LinkError::Write { path: path.clone(), source })?;
                 modules.push(path);
             }
         } else {
-            bail!("{} is neither LLVM bitcode nor an archive of it", input.display());
+            return Err(LinkError::BadInput {
+                path: input.clone(),
+                problem: "is neither LLVM bitcode nor an archive of it".to_owned(),
+            });
         }
     }
     Ok(modules)

@@ -15,7 +15,7 @@ fn main() -> ExitCode {
     match gpu_loader::linker::LinkRequest::parse(&args).and_then(|request| request.link()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("gpu-bitcode-linker: {error:#}");
+            eprintln!("gpu-bitcode-linker: {error}");
             ExitCode::FAILURE
         }
     }
