@@ -54,6 +54,15 @@ fn usage(message: String) -> LinkError {
     LinkError::Usage(message)
 }
 
+fn not_utf8(flag: &str, shown: &str) -> LinkError {
+    usage(format!("the value of `{flag}` is not UTF-8: `{shown}`"))
+}
+
+/// The value of `flag` as a string, for a flag whose value is no path.
+fn utf8(flag: &str, value: OsString) -> Result<String> {
+    value.into_string().map_err(|value| not_utf8(flag, &value.to_string_lossy()))
+}
+
 /// One invocation, as rustc spells it for linker flavor `llbc`.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct LinkRequest {
@@ -69,18 +78,29 @@ pub struct LinkRequest {
 
 impl LinkRequest {
     /// Parses rustc's arguments. Anything unexpected is an error rather than silently ignored: a changed rustc
-    /// interface must be noticed.
-    pub fn parse(args: &[String]) -> Result<Self> {
+    /// interface must be noticed. Paths may be any bytes; every other value must be UTF-8.
+    pub fn parse(args: &[OsString]) -> Result<Self> {
         let mut request = LinkRequest { opt_level: '3', ..Default::default() };
         let mut output = None;
         let mut args = args.iter();
         while let Some(arg) = args.next() {
             let mut value = |flag: &str| args.next().cloned().ok_or_else(|| usage(format!("`{flag}` needs a value")));
-            match arg.as_str() {
-                "--export-symbol" => request.exports.push(value(arg)?),
+            let Some(arg) = arg.to_str() else {
+                let shown = arg.to_string_lossy();
+                if let Some(features) = shown.strip_prefix("--target-feature=") {
+                    return Err(not_utf8("--target-feature", features));
+                }
+                if shown.starts_with('-') {
+                    return Err(usage(format!("unknown option `{shown}`")));
+                }
+                request.inputs.push(arg.into());
+                continue;
+            };
+            match arg {
+                "--export-symbol" => request.exports.push(utf8(arg, value(arg)?)?),
                 "-L" => request.search_dirs.push(value(arg)?.into()),
-                "--target" => request.target = Some(value(arg)?),
-                "--target-cpu" => request.target_cpu = Some(value(arg)?),
+                "--target" => request.target = Some(utf8(arg, value(arg)?)?),
+                "--target-cpu" => request.target_cpu = Some(utf8(arg, value(arg)?)?),
                 "-o" => output = Some(PathBuf::from(value(arg)?)),
                 "--debug" => {}
                 _ if arg.starts_with("--target-feature=") => {
@@ -346,8 +366,8 @@ fn extract_bitcode(inputs: &[PathBuf], work: &Path) -> Result<Vec<PathBuf>> {
 mod tests {
     use super::*;
 
-    fn strings(args: &str) -> Vec<String> {
-        args.split_whitespace().map(str::to_owned).collect()
+    fn strings(args: &str) -> Vec<OsString> {
+        args.split_whitespace().map(OsString::from).collect()
     }
 
     #[test]
@@ -365,6 +385,20 @@ mod tests {
         assert_eq!(request.output, PathBuf::from("out.ptx"));
         assert_eq!(request.opt_level, '3');
         assert_eq!(request.search_dirs.len(), 2);
+    }
+
+    #[test]
+    fn paths_keep_their_bytes_and_other_values_must_be_utf8() {
+        use std::os::unix::ffi::OsStringExt;
+        let odd = |bytes: &[u8]| OsString::from_vec(bytes.to_vec());
+        let args = [odd(b"a-\xff.o"), "-L".into(), odd(b"/l-\xfe"), "-o".into(), odd(b"out-\xfd.ptx")];
+        let request = LinkRequest::parse(&args).unwrap();
+        assert_eq!(request.inputs, [PathBuf::from(odd(b"a-\xff.o"))]);
+        assert_eq!(request.search_dirs, [PathBuf::from(odd(b"/l-\xfe"))]);
+        assert_eq!(request.output, PathBuf::from(odd(b"out-\xfd.ptx")));
+        let args = ["a.o".into(), "--target-cpu".into(), odd(b"sm_\xff"), "-o".into(), "x".into()];
+        let error = LinkRequest::parse(&args).unwrap_err().to_string();
+        assert_eq!(error, "the value of `--target-cpu` is not UTF-8: `sm_\u{fffd}`");
     }
 
     #[test]

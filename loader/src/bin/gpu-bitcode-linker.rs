@@ -8,10 +8,12 @@
 //! with `opt`, and writes PTX with `llc`. The LLVM tools come from the toolchain's `llvm-tools` component (found next
 //! to the `-L <sysroot>/lib/rustlib/...` directory rustc passes), or from `$GPU_LLVM_TOOLS_DIR`.
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Paths need not be UTF-8; `LinkRequest::parse` refuses any other value that is not.
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     match gpu_loader::linker::LinkRequest::parse(&args).and_then(|request| request.link()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
