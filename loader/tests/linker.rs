@@ -65,3 +65,10 @@ fn non_utf8_paths_are_taken_as_paths() {
     ]));
     refused(&ran, &["cannot read ", "in-\u{fffd}.o", "No such file or directory"]);
 }
+
+#[test]
+fn a_missing_input_whose_name_has_a_newline_is_named_on_one_line() {
+    let dir = scratch("linker-newline");
+    let ran = run(linker([dir.join("two\nlines.o").as_os_str(), OsStr::new("-o"), dir.join("out.ptx").as_os_str()]));
+    refused(&ran, &["cannot read ", "two\\nlines.o", "No such file or directory"]);
+}

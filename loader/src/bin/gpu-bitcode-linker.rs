@@ -17,7 +17,7 @@ fn main() -> ExitCode {
     match gpu_loader::linker::LinkRequest::parse(&args).and_then(|request| request.link()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("gpu-bitcode-linker: {error}");
+            eprintln!("gpu-bitcode-linker: {}", gpu_loader::cli::one_line(&error.to_string()));
             ExitCode::FAILURE
         }
     }
