@@ -3,6 +3,7 @@
 //! `src/bin/gpu-bitcode-linker.rs` is its command-line shell; `cargo xtask` links the C programs with it too.
 
 use std::ffi::OsString;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 
@@ -17,6 +18,10 @@ const LOADER_VISIBLE_NAMES: [&str; 5] = {
     [Kernel::Begin.name(), Kernel::Start.name(), Kernel::End.name(), MAIN_SYMBOL, EARLY_LAUNCH_MARKER]
 };
 
+/// The largest input the linker reads: far above any object or archive rustc passes (`core`'s rlib, among the
+/// largest, is about 40 MiB), and a bound on the memory a wrong input costs.
+pub const MAX_INPUT_BYTES: u64 = 1 << 30;
+
 /// A linker failure, as `gpu-bitcode-linker` reports it.
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
@@ -29,6 +34,8 @@ pub enum LinkError {
     Write { path: PathBuf, source: std::io::Error },
     #[error("{path}: {problem}")]
     BadInput { path: PathBuf, problem: String },
+    #[error("{path}: is larger than the {} GiB a linker input may have", MAX_INPUT_BYTES >> 30)]
+    TooLarge { path: PathBuf },
     #[error("no LLVM bitcode in the inputs")]
     NoBitcode,
     #[error(
@@ -330,11 +337,41 @@ pub fn is_bitcode(data: &[u8]) -> bool {
     data.starts_with(b"BC\xC0\xDE") || data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
 }
 
+/// The bytes of `input`, a regular file of at most [`MAX_INPUT_BYTES`].
+fn read_input(input: &Path) -> Result<Vec<u8>> {
+    let read_error = |source| LinkError::Read { path: input.to_owned(), source };
+    let bad = |problem: &str| LinkError::BadInput { path: input.to_owned(), problem: problem.to_owned() };
+    let metadata = std::fs::metadata(input).map_err(read_error)?;
+    // Opening a FIFO blocks until a writer comes, and a device such as `/dev/zero` may never end.
+    if metadata.is_dir() {
+        return Err(bad("is a directory, not a linker input"));
+    }
+    if !metadata.is_file() {
+        return Err(bad("is not a regular file (a device, FIFO or socket), not a linker input"));
+    }
+    if metadata.len() > MAX_INPUT_BYTES {
+        return Err(LinkError::TooLarge { path: input.to_owned() });
+    }
+    let file = std::fs::File::open(input).map_err(read_error)?;
+    read_bounded(file, metadata.len(), MAX_INPUT_BYTES)
+        .map_err(read_error)?
+        .ok_or_else(|| LinkError::TooLarge { path: input.to_owned() })
+}
+
+/// All of `reader`, which should hold `expected` bytes, or `None` when it holds more than `limit`: a file may grow
+/// while it is read, and at most one byte past the limit is read.
+fn read_bounded(reader: impl Read, expected: u64, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(expected.min(limit) as usize).map_err(|_| std::io::ErrorKind::OutOfMemory)?;
+    reader.take(limit + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
+}
+
 /// Writes every bitcode module of the inputs' archives into `work`; returns the paths of all modules.
 fn extract_bitcode(inputs: &[PathBuf], work: &Path) -> Result<Vec<PathBuf>> {
     let mut modules = Vec::new();
     for (index, input) in inputs.iter().enumerate() {
-        let data = std::fs::read(input).map_err(|source| LinkError::Read { path: input.clone(), source })?;
+        let data = read_input(input)?;
         if is_bitcode(&data) {
             modules.push(input.clone());
         } else if data.starts_with(b"!<arch>\n") {
@@ -439,6 +476,15 @@ mod tests {
         assert!(is_bitcode(&[0xDE, 0xC0, 0x17, 0x0B, 0, 0]));
         assert!(!is_bitcode(b"\x7fELF"));
         assert!(!is_bitcode(b"BC"));
+    }
+
+    #[test]
+    fn reading_stops_one_byte_past_the_limit() {
+        // `repeat` never ends, as `/dev/zero`, or a file that grows while it is read.
+        assert_eq!(read_bounded(std::io::repeat(7), 0, 10).unwrap(), None);
+        assert_eq!(read_bounded(std::io::repeat(7).take(10), 10, 10).unwrap(), Some(vec![7; 10]));
+        assert_eq!(read_bounded(&b"abcd"[..], 3, 3).unwrap(), None);
+        assert_eq!(read_bounded(&b""[..], 0, 3).unwrap(), Some(vec![]));
     }
 
     #[test]

@@ -11,9 +11,11 @@ mod common;
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
-use common::{Ran, run, scratch};
+use common::{Ran, run, scratch, write};
 
 const LINKER: &str = env!("CARGO_BIN_EXE_gpu-bitcode-linker");
 
@@ -71,4 +73,43 @@ fn a_missing_input_whose_name_has_a_newline_is_named_on_one_line() {
     let dir = scratch("linker-newline");
     let ran = run(linker([dir.join("two\nlines.o").as_os_str(), OsStr::new("-o"), dir.join("out.ptx").as_os_str()]));
     refused(&ran, &["cannot read ", "two\\nlines.o", "No such file or directory"]);
+}
+
+// --- inputs ---
+
+#[test]
+fn a_fifo_or_a_directory_input_is_refused_without_opening_it() {
+    // A FIFO without a writer never opens: the linker would hang.
+    let dir = scratch("linker-fifo");
+    let fifo = dir.join("input.o");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("run mkfifo");
+    assert!(made.success(), "mkfifo failed");
+    let output = dir.join("out.ptx");
+    refused(&run(linker([&fifo, Path::new("-o"), &output])), &["input.o: is not a regular file"]);
+    refused(&run(linker([&dir, Path::new("-o"), &output])), &["linker-fifo: is a directory, not a linker input"]);
+}
+
+#[test]
+fn dev_zero_is_refused_without_reading_it() {
+    // `/dev/zero` never ends: read whole, it would fill memory; under this address-space limit, soon.
+    let output = scratch("linker-dev-zero").join("out.ptx");
+    let mut limited = Command::new("prlimit");
+    limited.arg(format!("--as={}", 256 << 20)).arg(LINKER).args(["/dev/zero", "-o"]).arg(output);
+    limited.env("GPU_LLVM_TOOLS_DIR", "/nonexistent/llvm-tools");
+    refused(&run(limited), &["/dev/zero: is not a regular file"]);
+}
+
+#[test]
+fn an_input_over_the_size_limit_is_refused_from_its_size() {
+    let dir = scratch("linker-huge");
+    let input = write(&dir, "huge.bc", b"BC\xC0\xDE");
+    let len = gpu_loader::linker::MAX_INPUT_BYTES + 1;
+    std::fs::OpenOptions::new().write(true).open(&input).and_then(|file| file.set_len(len)).expect("extend the file");
+    // Read whole, the file would not fit this address space.
+    let mut limited = Command::new("prlimit");
+    limited.arg(format!("--as={}", 256 << 20)).arg(LINKER).arg(&input).arg("-o").arg(dir.join("out.ptx"));
+    limited.env("GPU_LLVM_TOOLS_DIR", "/nonexistent/llvm-tools");
+    let ran = run(limited);
+    refused(&ran, &["huge.bc: is larger than the 1 GiB a linker input may have"]);
+    assert!(ran.elapsed < Duration::from_secs(2), "took {:?}", ran.elapsed);
 }
