@@ -32,6 +32,9 @@ pub enum LinkError {
     Read { path: PathBuf, source: std::io::Error },
     #[error("cannot write {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
+    /// The output's directory is missing or no directory: the linker creates none, as other linkers.
+    #[error("cannot write {output}: {problem}")]
+    OutputDir { output: PathBuf, problem: String },
     #[error("{path}: {problem}")]
     BadInput { path: PathBuf, problem: String },
     #[error("{path}: is larger than the {} GiB a linker input may have", MAX_INPUT_BYTES >> 30)]
@@ -133,9 +136,8 @@ impl LinkRequest {
 
     /// Links the inputs into PTX at `self.output`.
     pub fn link(&self) -> Result<()> {
-        let tools = LlvmTools::locate(&self.search_dirs)?;
         let work = tempdir_for(&self.output)?;
-        let result = self.link_in(&tools, &work);
+        let result = LlvmTools::locate(&self.search_dirs).and_then(|tools| self.link_in(&tools, &work));
         let _ = std::fs::remove_dir_all(&work);
         result
     }
@@ -324,12 +326,27 @@ fn output_of(mut command: impl std::borrow::BorrowMut<Command>) -> Result<String
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
+/// A directory for the intermediate files beside `output`, in the output's directory, which must exist.
 fn tempdir_for(output: &Path) -> Result<PathBuf> {
     let parent = output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let output_dir = |problem: String| LinkError::OutputDir { output: output.to_owned(), problem };
+    match std::fs::metadata(parent) {
+        Ok(metadata) if metadata.is_dir() => {}
+        Ok(_) => return Err(output_dir(format!("{} is not a directory", parent.display()))),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Err(output_dir(format!("directory {} does not exist", parent.display())));
+        }
+        Err(error) => return Err(output_dir(format!("cannot read directory {}: {error}", parent.display()))),
+    }
     let name = output.file_name().unwrap_or_default().to_string_lossy();
     let dir = parent.join(format!(".{name}.link-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|source| LinkError::Write { path: dir.clone(), source })?;
-    Ok(dir)
+    // One left by a run of the same process id that was killed is reused.
+    match std::fs::create_dir(&dir) {
+        Err(error) if error.kind() != std::io::ErrorKind::AlreadyExists => {
+            Err(LinkError::Write { path: dir, source: error })
+        }
+        _ => Ok(dir),
+    }
 }
 
 /// LLVM bitcode starts with `BC 0xC0DE`, or with the wrapper magic `0x0B17C0DE`.

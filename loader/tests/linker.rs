@@ -113,3 +113,20 @@ fn an_input_over_the_size_limit_is_refused_from_its_size() {
     refused(&ran, &["huge.bc: is larger than the 1 GiB a linker input may have"]);
     assert!(ran.elapsed < Duration::from_secs(2), "took {:?}", ran.elapsed);
 }
+
+// --- the output ---
+
+#[test]
+fn an_output_in_a_missing_directory_is_refused_not_created() {
+    let dir = scratch("linker-output-dir");
+    let input = write(&dir, "in.bc", b"BC\xC0\xDE");
+    let missing = dir.join("missing");
+    let output = missing.join("out.ptx");
+    let ran = run(linker([&input, Path::new("-o"), &output]));
+    refused(&ran, &[&format!("cannot write {}: directory {} does not exist", output.display(), missing.display())]);
+    assert!(!missing.exists(), "the linker created {}", missing.display());
+    let file = write(&dir, "file", b"");
+    let output = file.join("out.ptx");
+    let ran = run(linker([&input, Path::new("-o"), &output]));
+    refused(&ran, &[&format!("cannot write {}: {} is not a directory", output.display(), file.display())]);
+}
