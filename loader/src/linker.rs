@@ -22,7 +22,7 @@ const LOADER_VISIBLE_NAMES: [&str; 5] = {
 /// largest, is about 40 MiB), and a bound on the memory a wrong input costs.
 pub const MAX_INPUT_BYTES: u64 = 1 << 30;
 
-/// A linker failure, as `gpu-bitcode-linker` reports it.
+/// A linker failure. Each message is one line naming the problem.
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
     /// The command line is not what rustc passes.
@@ -48,8 +48,8 @@ pub enum LinkError {
     NoTools,
     #[error("cannot run {tool}: {source}")]
     CannotRun { tool: String, source: std::io::Error },
-    #[error("{tool} failed ({status}):\n{stderr}")]
-    ToolFailed { tool: String, status: ExitStatus, stderr: String },
+    #[error(transparent)]
+    ToolFailed(#[from] ToolFailure),
     #[error("the program's constructors cannot be called by the startup: {0}")]
     Constructors(String),
     #[error("not an NVIDIA arch: {0}")]
@@ -73,6 +73,86 @@ fn utf8(flag: &str, value: OsString) -> Result<String> {
     value.into_string().map_err(|value| not_utf8(flag, &value.to_string_lossy()))
 }
 
+/// An LLVM tool that failed, told in one line: the input it names, when it names one, and its first error line. The
+/// tool's whole output is printed only with `--verbose`.
+#[derive(Debug)]
+pub struct ToolFailure {
+    tool: String,
+    /// The input as the user knows it (`lib.rlib(member.o)` for a module taken from an archive).
+    input: Option<String>,
+    status: ExitStatus,
+    first_error: Option<String>,
+    /// The tool's other lines, which the message leaves out.
+    more_lines: usize,
+}
+
+impl ToolFailure {
+    /// The failure of `tool` (run as `program`) from what it wrote on stderr; `modules` are the modules it was given.
+    fn new(tool: &str, program: &Path, status: ExitStatus, stderr: &str, modules: &[Module]) -> Self {
+        let program_prefix = format!("{}: ", program.display());
+        let tool_prefix = format!("{tool}: ");
+        let lines: Vec<&str> = stderr
+            .lines()
+            .map(|line| line.strip_prefix(&program_prefix).or_else(|| line.strip_prefix(&tool_prefix)).unwrap_or(line))
+            .map(str::trim)
+            .filter(|line| !line.is_empty())
+            .collect();
+        let first =
+            lines.iter().copied().find(|line| line.to_ascii_lowercase().contains("error")).or(lines.first().copied());
+        // LLVM names a module as `PATH: error: ...` or `loading file 'PATH'`.
+        let named_in = |line: &str| {
+            modules.iter().find(|module| {
+                let path = module.path.display();
+                line.starts_with(&format!("{path}: ")) || line.contains(&format!("'{path}'"))
+            })
+        };
+        let module = first.and_then(named_in).or_else(|| lines.iter().find_map(|line| named_in(line)));
+        let first_error = first.map(|line| {
+            let line =
+                module.and_then(|module| line.strip_prefix(&format!("{}: ", module.path.display()))).unwrap_or(line);
+            line.strip_prefix("error: ").unwrap_or(line).trim().to_owned()
+        });
+        Self {
+            tool: tool.to_owned(),
+            input: module.map(|module| module.origin.clone()),
+            status,
+            first_error,
+            more_lines: lines.len().saturating_sub(1),
+        }
+    }
+}
+
+impl std::fmt::Display for ToolFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} failed", self.tool)?;
+        if let Some(input) = &self.input {
+            write!(f, " on {input}")?;
+        }
+        // An exit code says nothing the message does not; a signal says the tool crashed.
+        if self.status.code().is_none() {
+            write!(f, " ({})", self.status)?;
+        }
+        match &self.first_error {
+            Some(line) => write!(f, ": {line}")?,
+            None => write!(f, " without a message")?,
+        }
+        if self.more_lines > 0 {
+            write!(f, " (--verbose prints all {} lines)", self.more_lines + 1)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ToolFailure {}
+
+/// A bitcode module to link: its file, and the input it came from as messages name it.
+#[derive(Debug)]
+struct Module {
+    path: PathBuf,
+    /// The input's path, or `ARCHIVE(MEMBER)` for a module taken from an archive.
+    origin: String,
+}
+
 /// One invocation, as rustc spells it for linker flavor `llbc`.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct LinkRequest {
@@ -84,6 +164,9 @@ pub struct LinkRequest {
     pub target_features: Option<String>,
     pub output: PathBuf,
     pub opt_level: char,
+    /// `-v`, `--verbose`: print each LLVM tool's command line and all it says. rustc never passes it; a user may, as
+    /// `-Clink-arg=--verbose`.
+    pub verbose: bool,
 }
 
 impl LinkRequest {
@@ -113,6 +196,7 @@ impl LinkRequest {
                 "--target-cpu" => request.target_cpu = Some(utf8(arg, value(arg)?)?),
                 "-o" => output = Some(PathBuf::from(value(arg)?)),
                 "--debug" => {}
+                "-v" | "--verbose" => request.verbose = true,
                 _ if arg.starts_with("--target-feature=") => {
                     request.target_features = Some(arg["--target-feature=".len()..].to_owned())
                 }
@@ -137,14 +221,14 @@ impl LinkRequest {
     /// Links the inputs into PTX at `self.output`.
     pub fn link(&self) -> Result<()> {
         let work = tempdir_for(&self.output)?;
-        let result = LlvmTools::locate(&self.search_dirs).and_then(|tools| self.link_in(&tools, &work));
+        let result = LlvmTools::locate(&self.search_dirs, self.verbose).and_then(|tools| self.link_in(&tools, &work));
         let _ = std::fs::remove_dir_all(&work);
         result
     }
 
     fn link_in(&self, tools: &LlvmTools, work: &Path) -> Result<()> {
-        let bitcode = extract_bitcode(&self.inputs, work)?;
-        if bitcode.is_empty() {
+        let modules = extract_bitcode(&self.inputs, work)?;
+        if modules.is_empty() {
             return Err(LinkError::NoBitcode);
         }
         let linked = work.join("linked.bc");
@@ -152,8 +236,8 @@ impl LinkRequest {
         link.arg("-o").arg(&linked);
         // Every module is linked whole; internalizing and `globaldce` then drop what nothing exported reaches, which
         // is what a linker's archive-member selection would have saved.
-        link.args(&bitcode);
-        run(link)?;
+        link.args(modules.iter().map(|module| &module.path));
+        tools.run(link, &modules)?;
         let linked = wrap_constructors(tools, linked, work)?;
 
         let keep = self.symbols_to_keep(tools, &linked)?;
@@ -167,10 +251,12 @@ impl LinkRequest {
         if let Some(triple) = &self.target {
             opt.arg(format!("-mtriple={triple}"));
         }
-        run(opt)?;
+        tools.run(opt, &[])?;
 
         let mut llc = tools.command("llc");
-        llc.arg(&optimized).arg("-o").arg(&self.output).arg(format!("-O{}", llc_level(self.opt_level)));
+        // The output appears only once the link succeeded.
+        let ptx = work.join("linked.ptx");
+        llc.arg(&optimized).arg("-o").arg(&ptx).arg(format!("-O{}", llc_level(self.opt_level)));
         // C constructors (`llvm.global_ctors`) become `__init_array_object_*` globals, which the loader gathers; llc
         // would also add weak kernels `nvptx$device$init`/`fini` that call them with no arguments. The startup's
         // `_begin` runs them instead, with `main`'s arguments, so those kernels are left out.
@@ -184,7 +270,8 @@ impl LinkRequest {
                 llc.arg(format!("-mattr={features}"));
             }
         }
-        run(llc)
+        tools.run(llc, &[])?;
+        std::fs::rename(&ptx, &self.output).map_err(|source| LinkError::Write { path: self.output.clone(), source })
     }
 
     /// The exported symbols plus every defined global the loader finds by name.
@@ -193,7 +280,7 @@ impl LinkRequest {
         keep.extend(LOADER_VISIBLE_NAMES.iter().map(|name| name.to_string()));
         let mut nm = tools.command("llvm-nm");
         nm.arg("--defined-only").arg("--format=just-symbols").arg(linked);
-        let listing = output_of(nm)?;
+        let listing = tools.run(nm, &[])?;
         keep.extend(
             listing
                 .lines()
@@ -216,7 +303,7 @@ fn wrap_constructors(tools: &LlvmTools, linked: PathBuf, work: &Path) -> Result<
     }
     let mut disassemble = tools.command("llvm-dis");
     disassemble.arg(&linked).arg("-o").arg("-");
-    let Some(rewritten) = constructors::wrap_constructors(&output_of(disassemble)?)
+    let Some(rewritten) = constructors::wrap_constructors(&tools.run(disassemble, &[])?)
         .map_err(|problem| LinkError::Constructors(format!("{problem:#}")))?
     else {
         return Ok(linked);
@@ -226,7 +313,7 @@ fn wrap_constructors(tools: &LlvmTools, linked: PathBuf, work: &Path) -> Result<
     std::fs::write(&source, rewritten).map_err(|error| LinkError::Write { path: source.clone(), source: error })?;
     let mut assemble = tools.command("llvm-as");
     assemble.arg(&source).arg("-o").arg(&assembled);
-    run(assemble)?;
+    tools.run(assemble, &[])?;
     Ok(assembled)
 }
 
@@ -275,12 +362,13 @@ fn llc_level(opt_level: char) -> char {
 /// Where the LLVM tools live.
 struct LlvmTools {
     dir: PathBuf,
+    verbose: bool,
 }
 
 impl LlvmTools {
-    fn locate(search_dirs: &[PathBuf]) -> Result<Self> {
+    fn locate(search_dirs: &[PathBuf], verbose: bool) -> Result<Self> {
         if let Some(dir) = std::env::var_os("GPU_LLVM_TOOLS_DIR") {
-            return Ok(Self { dir: dir.into() });
+            return Ok(Self { dir: dir.into(), verbose });
         }
         // rustc passes `-L <sysroot>/lib/rustlib/<target>/lib/self-contained`; the tools are in
         // `<sysroot>/lib/rustlib/<host>/bin`.
@@ -290,7 +378,7 @@ impl LlvmTools {
             };
             let candidate = rustlib.join(host_triple()).join("bin");
             if candidate.join("llvm-link").exists() {
-                return Ok(Self { dir: candidate });
+                return Ok(Self { dir: candidate, verbose });
             }
         }
         Err(LinkError::NoTools)
@@ -299,31 +387,31 @@ impl LlvmTools {
     fn command(&self, tool: &str) -> Command {
         Command::new(self.dir.join(tool))
     }
+
+    /// Runs one of the tools, which was given `modules`; returns its stdout. Its stderr is printed only when
+    /// verbose, and a failure is one line.
+    fn run(&self, mut command: Command, modules: &[Module]) -> Result<String> {
+        let program = PathBuf::from(command.get_program());
+        let tool = program.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        if self.verbose {
+            eprintln!("gpu-bitcode-linker: running {command:?}");
+        }
+        let output =
+            command.output().map_err(|source| LinkError::CannotRun { tool: program.display().to_string(), source })?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if self.verbose {
+            eprint!("{stderr}");
+        }
+        if !output.status.success() {
+            return Err(ToolFailure::new(&tool, &program, output.status, &stderr, modules).into());
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
 }
 
 /// The triple this binary was built for, which is the host it runs on.
 pub fn host_triple() -> &'static str {
     env!("GPU_LOADER_HOST_TRIPLE")
-}
-
-fn run(mut command: Command) -> Result<()> {
-    output_of(&mut command).map(drop)
-}
-
-fn output_of(mut command: impl std::borrow::BorrowMut<Command>) -> Result<String> {
-    let command = command.borrow_mut();
-    let program = command.get_program().to_owned();
-    let output = command
-        .output()
-        .map_err(|source| LinkError::CannotRun { tool: program.to_string_lossy().into_owned(), source })?;
-    if !output.status.success() {
-        return Err(LinkError::ToolFailed {
-            tool: Path::new(&program).file_name().unwrap_or(&OsString::new()).to_string_lossy().into_owned(),
-            status: output.status,
-            stderr: String::from_utf8_lossy(&output.stderr).trim_end().to_owned(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// A directory for the intermediate files beside `output`, in the output's directory, which must exist.
@@ -384,13 +472,13 @@ fn read_bounded(reader: impl Read, expected: u64, limit: u64) -> std::io::Result
     Ok((bytes.len() as u64 <= limit).then_some(bytes))
 }
 
-/// Writes every bitcode module of the inputs' archives into `work`; returns the paths of all modules.
-fn extract_bitcode(inputs: &[PathBuf], work: &Path) -> Result<Vec<PathBuf>> {
+/// Writes every bitcode module of the inputs' archives into `work`; returns all modules.
+fn extract_bitcode(inputs: &[PathBuf], work: &Path) -> Result<Vec<Module>> {
     let mut modules = Vec::new();
     for (index, input) in inputs.iter().enumerate() {
         let data = read_input(input)?;
         if is_bitcode(&data) {
-            modules.push(input.clone());
+            modules.push(Module { path: input.clone(), origin: input.display().to_string() });
         } else if data.starts_with(b"!<arch>\n") {
             let bad_archive = |error: object::Error| LinkError::BadInput {
                 path: input.clone(),
@@ -398,13 +486,15 @@ fn extract_bitcode(inputs: &[PathBuf], work: &Path) -> Result<Vec<PathBuf>> {
             };
             let archive = object::read::archive::ArchiveFile::parse(&*data).map_err(bad_archive)?;
             for (member_index, member) in archive.members().enumerate() {
-                let bytes = member.and_then(|member| member.data(&*data)).map_err(bad_archive)?;
+                let member = member.map_err(bad_archive)?;
+                let bytes = member.data(&*data).map_err(bad_archive)?;
                 if !is_bitcode(bytes) {
                     continue; // rlib metadata and the like
                 }
                 let path = work.join(format!("{index}-{member_index}.bc"));
                 std::fs::write(&path, bytes).map_err(|source| LinkError::Write { path: path.clone(), source })?;
-                modules.push(path);
+                let origin = format!("{}({})", input.display(), String::from_utf8_lossy(member.name()));
+                modules.push(Module { path, origin });
             }
         } else {
             return Err(LinkError::BadInput {
@@ -493,6 +583,42 @@ mod tests {
         assert!(is_bitcode(&[0xDE, 0xC0, 0x17, 0x0B, 0, 0]));
         assert!(!is_bitcode(b"\x7fELF"));
         assert!(!is_bitcode(b"BC"));
+    }
+
+    #[test]
+    fn a_tool_failure_is_its_first_error_line_naming_the_input() {
+        use std::os::unix::process::ExitStatusExt;
+        let modules = [
+            Module { path: "/w/0-1.bc".into(), origin: "libx.rlib(x.o)".into() },
+            Module { path: "a.bc".into(), origin: "a.bc".into() },
+        ];
+        let exit_1 = ExitStatus::from_raw(1 << 8);
+        let stderr = "/t/llvm-link: /w/0-1.bc: error: Invalid bitcode signature\n\
+                      /t/llvm-link: error:  loading file '/w/0-1.bc'\n";
+        let failure = ToolFailure::new("llvm-link", Path::new("/t/llvm-link"), exit_1, stderr, &modules);
+        assert_eq!(
+            failure.to_string(),
+            "llvm-link failed on libx.rlib(x.o): Invalid bitcode signature (--verbose prints all 2 lines)"
+        );
+        // `a.bc` is a module; `data.bc`, which holds its name, is none.
+        let stderr = "llvm-link: data.bc: error: Invalid record\n";
+        let failure = ToolFailure::new("llvm-link", Path::new("/t/llvm-link"), exit_1, stderr, &modules);
+        assert_eq!(failure.to_string(), "llvm-link failed: data.bc: error: Invalid record");
+        let stderr = "warning: ignored\nLLVM ERROR: Cannot select: t5\n  t5: i32 = ...\n";
+        let failure = ToolFailure::new("llc", Path::new("/t/llc"), ExitStatus::from_raw(6), stderr, &[]);
+        assert_eq!(
+            failure.to_string(),
+            "llc failed (signal: 6 (SIGABRT)): LLVM ERROR: Cannot select: t5 (--verbose prints all 3 lines)"
+        );
+        let failure = ToolFailure::new("opt", Path::new("/t/opt"), exit_1, "\n", &[]);
+        assert_eq!(failure.to_string(), "opt failed without a message");
+    }
+
+    #[test]
+    fn verbose_is_optional_anywhere() {
+        assert!(!LinkRequest::parse(&strings("a.o -o x")).unwrap().verbose);
+        assert!(LinkRequest::parse(&strings("-v a.o -o x")).unwrap().verbose);
+        assert!(LinkRequest::parse(&strings("a.o -o x -O3 --verbose")).unwrap().verbose);
     }
 
     #[test]

@@ -11,7 +11,7 @@ mod common;
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -129,4 +129,98 @@ fn an_output_in_a_missing_directory_is_refused_not_created() {
     let output = file.join("out.ptx");
     let ran = run(linker([&input, Path::new("-o"), &output]));
     refused(&ran, &[&format!("cannot write {}: {} is not a directory", output.display(), file.display())]);
+}
+
+// --- what the LLVM tools report ---
+
+/// The toolchain's sysroot when it has the `llvm-tools` component, or `None` (said on stderr) when it has not and the
+/// test skips.
+fn sysroot_with_llvm_tools() -> Option<PathBuf> {
+    let output = Command::new("rustc").args(["--print", "sysroot"]).output().ok()?;
+    let sysroot = PathBuf::from(String::from_utf8(output.stdout).ok()?.trim());
+    if tools(&sysroot).join("llvm-link").exists() {
+        return Some(sysroot);
+    }
+    eprintln!("skipped: the toolchain at {} has no llvm-tools component", sysroot.display());
+    None
+}
+
+fn tools(sysroot: &Path) -> PathBuf {
+    sysroot.join("lib/rustlib").join(gpu_loader::linker::host_triple()).join("bin")
+}
+
+/// The linker as rustc runs it: it finds the LLVM tools from the `-L` directory of the target's libraries.
+fn linker_as_rustc_runs_it<I: AsRef<OsStr>>(sysroot: &Path, args: impl IntoIterator<Item = I>) -> Command {
+    let mut command = Command::new(LINKER);
+    command.env_remove("GPU_LLVM_TOOLS_DIR").args(args);
+    command.arg("-L").arg(sysroot.join("lib/rustlib/nvptx64-nvidia-cuda/lib/self-contained"));
+    command.args(["--target", "nvptx64-nvidia-cuda"]);
+    command
+}
+
+/// A bitcode module holding `_start` alone, assembled by the toolchain's `llvm-as`.
+fn start_module(sysroot: &Path, dir: &Path) -> PathBuf {
+    let source =
+        write(dir, "start.ll", "target triple = \"nvptx64-nvidia-cuda\"\ndefine void @_start() {\n  ret void\n}\n");
+    let module = dir.join("start.bc");
+    let assembled = Command::new(tools(sysroot).join("llvm-as")).arg(&source).arg("-o").arg(&module).status();
+    assert!(assembled.expect("run llvm-as").success(), "llvm-as failed");
+    module
+}
+
+/// A file that starts as bitcode does and is none: `llvm-link` refuses it in two lines.
+const CORRUPT_BITCODE: &[u8] = b"BC\xC0\xDE and then no bitcode at all";
+
+#[test]
+fn a_tool_error_is_one_line_naming_the_input() {
+    let Some(sysroot) = sysroot_with_llvm_tools() else { return };
+    let dir = scratch("linker-tool-error");
+    let module = start_module(&sysroot, &dir);
+    let corrupt = write(&dir, "corrupt.bc", CORRUPT_BITCODE);
+    let output = dir.join("out.ptx");
+    let ran = run(linker_as_rustc_runs_it(&sysroot, [&module, &corrupt, Path::new("-o"), &output]));
+    refused(&ran, &[&format!("llvm-link failed on {}: ", corrupt.display()), "(--verbose prints all 2 lines)"]);
+    // A member of an archive is named as `ARCHIVE(MEMBER)`.
+    let member = write(&dir, "member.o", CORRUPT_BITCODE);
+    let archive = dir.join("libbad.a");
+    let archived = Command::new(tools(&sysroot).join("llvm-ar")).arg("rcS").arg(&archive).arg(&member).status();
+    assert!(archived.expect("run llvm-ar").success(), "llvm-ar failed");
+    let ran = run(linker_as_rustc_runs_it(&sysroot, [&module, &archive, Path::new("-o"), &output]));
+    refused(&ran, &[&format!("llvm-link failed on {}(member.o): ", archive.display())]);
+    assert!(!output.exists(), "a failed link left {}", output.display());
+}
+
+#[test]
+fn verbose_prints_each_tool_and_its_whole_output() {
+    let Some(sysroot) = sysroot_with_llvm_tools() else { return };
+    let dir = scratch("linker-verbose");
+    let module = start_module(&sysroot, &dir);
+    let corrupt = write(&dir, "corrupt.bc", CORRUPT_BITCODE);
+    let output = dir.join("out.ptx");
+    for flag in ["-v", "--verbose"] {
+        let ran =
+            run(linker_as_rustc_runs_it(&sysroot, [&module, &corrupt, Path::new(flag), Path::new("-o"), &output]));
+        assert_eq!(ran.code, Some(1), "{ran:#?}");
+        let last = ran.stderr.lines().last().unwrap_or_default();
+        assert!(last.starts_with("gpu-bitcode-linker: llvm-link failed on "), "{ran:#?}");
+        assert!(ran.stderr.contains("gpu-bitcode-linker: running ") && ran.stderr.contains("llvm-link"), "{ran:#?}");
+        assert!(ran.stderr.contains("loading file"), "not the whole output of llvm-link: {ran:#?}");
+    }
+}
+
+#[test]
+fn a_module_links_to_ptx_quietly() {
+    let Some(sysroot) = sysroot_with_llvm_tools() else { return };
+    let dir = scratch("linker-links");
+    let module = start_module(&sysroot, &dir);
+    let output = dir.join("out.ptx");
+    let ran = run(linker_as_rustc_runs_it(&sysroot, [&module, Path::new("--target-cpu"), Path::new("sm_80")]));
+    assert_eq!((ran.code, ran.stderr.as_str()), (Some(1), "gpu-bitcode-linker: no output file given (`-o`)\n"));
+    let args = [&module, Path::new("--target-cpu"), Path::new("sm_80"), Path::new("-o"), &output];
+    let ran = run(linker_as_rustc_runs_it(&sysroot, args));
+    assert_eq!((ran.code, ran.stderr.as_str()), (Some(0), ""), "{ran:#?}");
+    let ptx = std::fs::read_to_string(&output).expect("the PTX");
+    assert!(ptx.contains(".target sm_80") && ptx.contains("_start"), "{ptx}");
+    let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+    assert!(!leftovers.iter().any(|name| name.to_string_lossy().contains(".link-")), "{leftovers:?}");
 }
