@@ -50,6 +50,17 @@ pub enum LinkError {
     CannotRun { tool: String, source: std::io::Error },
     #[error(transparent)]
     ToolFailed(#[from] ToolFailure),
+    /// LLVM ignores a CPU it does not know, and succeeds: the image would not be for the CPU asked for.
+    #[error(
+        "unknown target CPU `{0}`: LLVM knows no such nvptx processor (`llc -mtriple=nvptx64-nvidia-cuda -mcpu=help` \
+         lists them)"
+    )]
+    UnknownCpu(String),
+    #[error(
+        "unknown target feature `{0}`: LLVM knows no such nvptx feature (`llc -mtriple=nvptx64-nvidia-cuda \
+         -mattr=help` lists them)"
+    )]
+    UnknownFeature(String),
     #[error("the program's constructors cannot be called by the startup: {0}")]
     Constructors(String),
     #[error("not an NVIDIA arch: {0}")]
@@ -402,11 +413,28 @@ impl LlvmTools {
         if self.verbose {
             eprint!("{stderr}");
         }
+        if let Some(error) = unknown_target(&stderr) {
+            return Err(error);
+        }
         if !output.status.success() {
             return Err(ToolFailure::new(&tool, &program, output.status, &stderr, modules).into());
         }
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
+}
+
+/// The first CPU or feature that a tool's stderr says LLVM does not know, as an error. LLVM only warns
+/// (`'sm_999' is not a recognized processor for this target (ignoring processor)`) and goes on without it.
+fn unknown_target(stderr: &str) -> Option<LinkError> {
+    let named = |line: &str, complaint: &str| {
+        let (name, _) = line.split_once(complaint)?;
+        Some(name.trim().trim_matches('\'').to_owned())
+    };
+    stderr.lines().find_map(|line| {
+        named(line, " is not a recognized processor")
+            .map(LinkError::UnknownCpu)
+            .or_else(|| named(line, " is not a recognized feature").map(LinkError::UnknownFeature))
+    })
 }
 
 /// The triple this binary was built for, which is the host it runs on.
@@ -612,6 +640,18 @@ mod tests {
         );
         let failure = ToolFailure::new("opt", Path::new("/t/opt"), exit_1, "\n", &[]);
         assert_eq!(failure.to_string(), "opt failed without a message");
+    }
+
+    #[test]
+    fn a_cpu_or_feature_llvm_ignores_is_an_error() {
+        let stderr = "'sm_999' is not a recognized processor for this target (ignoring processor)\n\
+                      '+bogus' is not a recognized feature for this target (ignoring feature)\n";
+        let error = unknown_target(stderr).unwrap().to_string();
+        assert!(error.starts_with("unknown target CPU `sm_999`: "), "{error}");
+        let stderr = "'+bogus' is not a recognized feature for this target (ignoring feature)\n";
+        let error = unknown_target(stderr).unwrap().to_string();
+        assert!(error.starts_with("unknown target feature `+bogus`: "), "{error}");
+        assert!(unknown_target("warning: something else\n").is_none());
     }
 
     #[test]

@@ -224,3 +224,20 @@ fn a_module_links_to_ptx_quietly() {
     let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|entry| entry.unwrap().file_name()).collect();
     assert!(!leftovers.iter().any(|name| name.to_string_lossy().contains(".link-")), "{leftovers:?}");
 }
+
+#[test]
+fn a_target_cpu_or_feature_llvm_does_not_know_is_refused() {
+    let Some(sysroot) = sysroot_with_llvm_tools() else { return };
+    let dir = scratch("linker-unknown-target");
+    let module = start_module(&sysroot, &dir);
+    let output = dir.join("out.ptx");
+    for (flags, problem) in [
+        (&["--target-cpu", "sm_999"][..], "unknown target CPU `sm_999`"),
+        (&["--target-cpu", "sm_80", "--target-feature=+ptx70,+bogus"], "unknown target feature `+bogus`"),
+    ] {
+        let mut command = linker_as_rustc_runs_it(&sysroot, [&module]);
+        command.args(flags).arg("-o").arg(&output);
+        refused(&run(command), &[problem]);
+        assert!(!output.exists(), "a refused link left {}", output.display());
+    }
+}
