@@ -6,7 +6,10 @@
 //! where inputs are bitcode objects or archives (rlibs, staticlibs) holding bitcode. It pulls the bitcode out, links
 //! it with `llvm-link`, internalizes everything but the exported symbols and the globals the loader reads, optimizes
 //! with `opt`, and writes PTX with `llc`. The LLVM tools come from the toolchain's `llvm-tools` component (found next
-//! to the `-L <sysroot>/lib/rustlib/...` directory rustc passes), or from `$GPU_LLVM_TOOLS_DIR`.
+//! to the `-L <sysroot>/lib/rustlib/...` directory rustc passes), or from `$GPU_LLVM_TOOLS_DIR`. `-v`/`--verbose`,
+//! which rustc never passes, prints each tool's command line and all it says.
+//!
+//! A failure is one line, `gpu-bitcode-linker: <problem>`, and exit code 1.
 
 use std::ffi::OsString;
 use std::process::ExitCode;
