@@ -161,7 +161,7 @@ fn report_panics(report: &RunReport) {
 }
 
 /// The message with its line breaks escaped: a path or a driver message may hold one, and the error is one line.
-fn one_line(message: &str) -> String {
+pub fn one_line(message: &str) -> String {
     message.replace('\r', "\\r").replace('\n', "\\n")
 }
 

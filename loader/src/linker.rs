@@ -3,10 +3,9 @@
 //! `src/bin/gpu-bitcode-linker.rs` is its command-line shell; `cargo xtask` links the C programs with it too.
 
 use std::ffi::OsString;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-use anyhow::{Context, Result, bail};
+use std::process::{Command, ExitStatus};
 
 mod constructors;
 
@@ -19,6 +18,152 @@ const LOADER_VISIBLE_NAMES: [&str; 5] = {
     [Kernel::Begin.name(), Kernel::Start.name(), Kernel::End.name(), MAIN_SYMBOL, EARLY_LAUNCH_MARKER]
 };
 
+/// The largest input the linker reads: far above any object or archive rustc passes (`core`'s rlib, among the
+/// largest, is about 40 MiB), and a bound on the memory a wrong input costs.
+pub const MAX_INPUT_BYTES: u64 = 1 << 30;
+
+/// A linker failure. Each message is one line naming the problem.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// The command line is not what rustc passes.
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+    /// The output's directory is missing or no directory: the linker creates none, as other linkers.
+    #[error("cannot write {output}: {problem}")]
+    OutputDir { output: PathBuf, problem: String },
+    #[error("{path}: {problem}")]
+    BadInput { path: PathBuf, problem: String },
+    #[error("{path}: is larger than the {} GiB a linker input may have", MAX_INPUT_BYTES >> 30)]
+    TooLarge { path: PathBuf },
+    #[error("no LLVM bitcode in the inputs")]
+    NoBitcode,
+    #[error(
+        "cannot find llvm-link, opt and llc: install them with `rustup component add llvm-tools` \
+         (or point GPU_LLVM_TOOLS_DIR at a directory holding them)"
+    )]
+    NoTools,
+    #[error("cannot run {tool}: {source}")]
+    CannotRun { tool: String, source: std::io::Error },
+    #[error(transparent)]
+    ToolFailed(#[from] ToolFailure),
+    /// LLVM ignores a CPU it does not know, and succeeds: the image would not be for the CPU asked for.
+    #[error(
+        "unknown target CPU `{0}`: LLVM knows no such nvptx processor (`llc -mtriple=nvptx64-nvidia-cuda -mcpu=help` \
+         lists them)"
+    )]
+    UnknownCpu(String),
+    #[error(
+        "unknown target feature `{0}`: LLVM knows no such nvptx feature (`llc -mtriple=nvptx64-nvidia-cuda \
+         -mattr=help` lists them)"
+    )]
+    UnknownFeature(String),
+    #[error("the program's constructors cannot be called by the startup: {0}")]
+    Constructors(String),
+    #[error("not an NVIDIA arch: {0}")]
+    NotNvidiaArch(String),
+    #[error("{0} is too old: the startup needs sm_70 or later (independent thread scheduling)")]
+    ArchTooOld(String),
+}
+
+pub type Result<T, E = LinkError> = std::result::Result<T, E>;
+
+fn usage(message: String) -> LinkError {
+    LinkError::Usage(message)
+}
+
+fn not_utf8(flag: &str, shown: &str) -> LinkError {
+    usage(format!("the value of `{flag}` is not UTF-8: `{shown}`"))
+}
+
+/// The value of `flag` as a string, for a flag whose value is no path.
+fn utf8(flag: &str, value: OsString) -> Result<String> {
+    value.into_string().map_err(|value| not_utf8(flag, &value.to_string_lossy()))
+}
+
+/// An LLVM tool that failed, told in one line: the input it names, when it names one, and its first error line. The
+/// tool's whole output is printed only with `--verbose`.
+#[derive(Debug)]
+pub struct ToolFailure {
+    tool: String,
+    /// The input as the user knows it (`lib.rlib(member.o)` for a module taken from an archive).
+    input: Option<String>,
+    status: ExitStatus,
+    first_error: Option<String>,
+    /// The tool's other lines, which the message leaves out.
+    more_lines: usize,
+}
+
+impl ToolFailure {
+    /// The failure of `tool` (run as `program`) from what it wrote on stderr; `modules` are the modules it was given.
+    fn new(tool: &str, program: &Path, status: ExitStatus, stderr: &str, modules: &[Module]) -> Self {
+        let program_prefix = format!("{}: ", program.display());
+        let tool_prefix = format!("{tool}: ");
+        let lines: Vec<&str> = stderr
+            .lines()
+            .map(|line| line.strip_prefix(&program_prefix).or_else(|| line.strip_prefix(&tool_prefix)).unwrap_or(line))
+            .map(str::trim)
+            .filter(|line| !line.is_empty())
+            .collect();
+        let first =
+            lines.iter().copied().find(|line| line.to_ascii_lowercase().contains("error")).or(lines.first().copied());
+        // LLVM names a module as `PATH: error: ...` or `loading file 'PATH'`.
+        let named_in = |line: &str| {
+            modules.iter().find(|module| {
+                let path = module.path.display();
+                line.starts_with(&format!("{path}: ")) || line.contains(&format!("'{path}'"))
+            })
+        };
+        let module = first.and_then(named_in).or_else(|| lines.iter().find_map(|line| named_in(line)));
+        let first_error = first.map(|line| {
+            let line =
+                module.and_then(|module| line.strip_prefix(&format!("{}: ", module.path.display()))).unwrap_or(line);
+            line.strip_prefix("error: ").unwrap_or(line).trim().to_owned()
+        });
+        Self {
+            tool: tool.to_owned(),
+            input: module.map(|module| module.origin.clone()),
+            status,
+            first_error,
+            more_lines: lines.len().saturating_sub(1),
+        }
+    }
+}
+
+impl std::fmt::Display for ToolFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} failed", self.tool)?;
+        if let Some(input) = &self.input {
+            write!(f, " on {input}")?;
+        }
+        // An exit code says nothing the message does not; a signal says the tool crashed.
+        if self.status.code().is_none() {
+            write!(f, " ({})", self.status)?;
+        }
+        match &self.first_error {
+            Some(line) => write!(f, ": {line}")?,
+            None => write!(f, " without a message")?,
+        }
+        if self.more_lines > 0 {
+            write!(f, " (--verbose prints all {} lines)", self.more_lines + 1)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ToolFailure {}
+
+/// A bitcode module to link: its file, and the input it came from as messages name it.
+#[derive(Debug)]
+struct Module {
+    path: PathBuf,
+    /// The input's path, or `ARCHIVE(MEMBER)` for a module taken from an archive.
+    origin: String,
+}
+
 /// One invocation, as rustc spells it for linker flavor `llbc`.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct LinkRequest {
@@ -30,66 +175,80 @@ pub struct LinkRequest {
     pub target_features: Option<String>,
     pub output: PathBuf,
     pub opt_level: char,
+    /// `-v`, `--verbose`: print each LLVM tool's command line and all it says. rustc never passes it; a user may, as
+    /// `-Clink-arg=--verbose`.
+    pub verbose: bool,
 }
 
 impl LinkRequest {
     /// Parses rustc's arguments. Anything unexpected is an error rather than silently ignored: a changed rustc
-    /// interface must be noticed.
-    pub fn parse(args: &[String]) -> Result<Self> {
+    /// interface must be noticed. Paths may be any bytes; every other value must be UTF-8.
+    pub fn parse(args: &[OsString]) -> Result<Self> {
         let mut request = LinkRequest { opt_level: '3', ..Default::default() };
         let mut output = None;
         let mut args = args.iter();
         while let Some(arg) = args.next() {
-            let mut value = |flag: &str| args.next().cloned().with_context(|| format!("`{flag}` needs a value"));
-            match arg.as_str() {
-                "--export-symbol" => request.exports.push(value(arg)?),
+            let mut value = |flag: &str| args.next().cloned().ok_or_else(|| usage(format!("`{flag}` needs a value")));
+            let Some(arg) = arg.to_str() else {
+                let shown = arg.to_string_lossy();
+                if let Some(features) = shown.strip_prefix("--target-feature=") {
+                    return Err(not_utf8("--target-feature", features));
+                }
+                if shown.starts_with('-') {
+                    return Err(usage(format!("unknown option `{shown}`")));
+                }
+                request.inputs.push(arg.into());
+                continue;
+            };
+            match arg {
+                "--export-symbol" => request.exports.push(utf8(arg, value(arg)?)?),
                 "-L" => request.search_dirs.push(value(arg)?.into()),
-                "--target" => request.target = Some(value(arg)?),
-                "--target-cpu" => request.target_cpu = Some(value(arg)?),
+                "--target" => request.target = Some(utf8(arg, value(arg)?)?),
+                "--target-cpu" => request.target_cpu = Some(utf8(arg, value(arg)?)?),
                 "-o" => output = Some(PathBuf::from(value(arg)?)),
                 "--debug" => {}
+                "-v" | "--verbose" => request.verbose = true,
                 _ if arg.starts_with("--target-feature=") => {
                     request.target_features = Some(arg["--target-feature=".len()..].to_owned())
                 }
                 _ if arg.starts_with("-O") && arg.len() == 3 => {
                     let level = arg.as_bytes()[2] as char;
                     if !matches!(level, '0' | '1' | '2' | '3' | 's' | 'z') {
-                        bail!("unknown optimization level `{arg}`");
+                        return Err(usage(format!("unknown optimization level `{arg}`")));
                     }
                     request.opt_level = level;
                 }
-                _ if arg.starts_with('-') => bail!("unknown option `{arg}`"),
+                _ if arg.starts_with('-') => return Err(usage(format!("unknown option `{arg}`"))),
                 _ => request.inputs.push(arg.into()),
             }
         }
-        request.output = output.context("no output file given (`-o`)")?;
+        request.output = output.ok_or_else(|| usage("no output file given (`-o`)".to_owned()))?;
         if request.inputs.is_empty() {
-            bail!("no input files");
+            return Err(usage("no input files".to_owned()));
         }
         Ok(request)
     }
 
     /// Links the inputs into PTX at `self.output`.
     pub fn link(&self) -> Result<()> {
-        let tools = LlvmTools::locate(&self.search_dirs)?;
         let work = tempdir_for(&self.output)?;
-        let result = self.link_in(&tools, &work);
+        let result = LlvmTools::locate(&self.search_dirs, self.verbose).and_then(|tools| self.link_in(&tools, &work));
         let _ = std::fs::remove_dir_all(&work);
         result
     }
 
     fn link_in(&self, tools: &LlvmTools, work: &Path) -> Result<()> {
-        let bitcode = extract_bitcode(&self.inputs, work)?;
-        if bitcode.is_empty() {
-            bail!("no LLVM bitcode in the inputs");
+        let modules = extract_bitcode(&self.inputs, work)?;
+        if modules.is_empty() {
+            return Err(LinkError::NoBitcode);
         }
         let linked = work.join("linked.bc");
         let mut link = tools.command("llvm-link");
         link.arg("-o").arg(&linked);
         // Every module is linked whole; internalizing and `globaldce` then drop what nothing exported reaches, which
         // is what a linker's archive-member selection would have saved.
-        link.args(&bitcode);
-        run(link)?;
+        link.args(modules.iter().map(|module| &module.path));
+        tools.run(link, &modules)?;
         let linked = wrap_constructors(tools, linked, work)?;
 
         let keep = self.symbols_to_keep(tools, &linked)?;
@@ -103,10 +262,12 @@ impl LinkRequest {
         if let Some(triple) = &self.target {
             opt.arg(format!("-mtriple={triple}"));
         }
-        run(opt)?;
+        tools.run(opt, &[])?;
 
         let mut llc = tools.command("llc");
-        llc.arg(&optimized).arg("-o").arg(&self.output).arg(format!("-O{}", llc_level(self.opt_level)));
+        // The output appears only once the link succeeded.
+        let ptx = work.join("linked.ptx");
+        llc.arg(&optimized).arg("-o").arg(&ptx).arg(format!("-O{}", llc_level(self.opt_level)));
         // C constructors (`llvm.global_ctors`) become `__init_array_object_*` globals, which the loader gathers; llc
         // would also add weak kernels `nvptx$device$init`/`fini` that call them with no arguments. The startup's
         // `_begin` runs them instead, with `main`'s arguments, so those kernels are left out.
@@ -120,7 +281,8 @@ impl LinkRequest {
                 llc.arg(format!("-mattr={features}"));
             }
         }
-        run(llc)
+        tools.run(llc, &[])?;
+        std::fs::rename(&ptx, &self.output).map_err(|source| LinkError::Write { path: self.output.clone(), source })
     }
 
     /// The exported symbols plus every defined global the loader finds by name.
@@ -129,7 +291,7 @@ impl LinkRequest {
         keep.extend(LOADER_VISIBLE_NAMES.iter().map(|name| name.to_string()));
         let mut nm = tools.command("llvm-nm");
         nm.arg("--defined-only").arg("--format=just-symbols").arg(linked);
-        let listing = output_of(nm)?;
+        let listing = tools.run(nm, &[])?;
         keep.extend(
             listing
                 .lines()
@@ -146,23 +308,23 @@ impl LinkRequest {
 /// The linked module with its constructors wrapped ([`constructors`]), or as it is when it has none. The module is
 /// disassembled only when its bitcode names a constructor list.
 fn wrap_constructors(tools: &LlvmTools, linked: PathBuf, work: &Path) -> Result<PathBuf> {
-    let bytes = std::fs::read(&linked).with_context(|| format!("cannot read {}", linked.display()))?;
+    let bytes = std::fs::read(&linked).map_err(|source| LinkError::Read { path: linked.clone(), source })?;
     if !constructors::may_have_constructors(&bytes) {
         return Ok(linked);
     }
     let mut disassemble = tools.command("llvm-dis");
     disassemble.arg(&linked).arg("-o").arg("-");
-    let Some(rewritten) = constructors::wrap_constructors(&output_of(disassemble)?)
-        .context("the program's constructors cannot be called by the startup")?
+    let Some(rewritten) = constructors::wrap_constructors(&tools.run(disassemble, &[])?)
+        .map_err(|problem| LinkError::Constructors(format!("{problem:#}")))?
     else {
         return Ok(linked);
     };
     let source = work.join("constructors.ll");
     let assembled = work.join("constructors.bc");
-    std::fs::write(&source, rewritten).with_context(|| format!("cannot write {}", source.display()))?;
+    std::fs::write(&source, rewritten).map_err(|error| LinkError::Write { path: source.clone(), source: error })?;
     let mut assemble = tools.command("llvm-as");
     assemble.arg(&source).arg("-o").arg(&assembled);
-    run(assemble)?;
+    tools.run(assemble, &[])?;
     Ok(assembled)
 }
 
@@ -172,9 +334,9 @@ fn sm_number(digits: &str) -> Option<u32> {
 
 /// The lowest PTX ISA version (times ten) that supports `arch`, from the PTX ISA manual's target table.
 pub fn min_ptx_version(arch: &str) -> Result<u32> {
-    let sm = arch.strip_prefix("sm_").and_then(sm_number).with_context(|| format!("not an NVIDIA arch: {arch}"))?;
+    let sm = arch.strip_prefix("sm_").and_then(sm_number).ok_or_else(|| LinkError::NotNvidiaArch(arch.to_owned()))?;
     Ok(match sm {
-        0..=69 => bail!("{arch} is too old: the startup needs sm_70 or later (independent thread scheduling)"),
+        0..=69 => return Err(LinkError::ArchTooOld(arch.to_owned())),
         70..=72 => 60,
         73..=75 => 63,
         76..=80 => 70,
@@ -211,12 +373,13 @@ fn llc_level(opt_level: char) -> char {
 /// Where the LLVM tools live.
 struct LlvmTools {
     dir: PathBuf,
+    verbose: bool,
 }
 
 impl LlvmTools {
-    fn locate(search_dirs: &[PathBuf]) -> Result<Self> {
+    fn locate(search_dirs: &[PathBuf], verbose: bool) -> Result<Self> {
         if let Some(dir) = std::env::var_os("GPU_LLVM_TOOLS_DIR") {
-            return Ok(Self { dir: dir.into() });
+            return Ok(Self { dir: dir.into(), verbose });
         }
         // rustc passes `-L <sysroot>/lib/rustlib/<target>/lib/self-contained`; the tools are in
         // `<sysroot>/lib/rustlib/<host>/bin`.
@@ -226,18 +389,52 @@ impl LlvmTools {
             };
             let candidate = rustlib.join(host_triple()).join("bin");
             if candidate.join("llvm-link").exists() {
-                return Ok(Self { dir: candidate });
+                return Ok(Self { dir: candidate, verbose });
             }
         }
-        bail!(
-            "cannot find llvm-link, opt and llc: install them with `rustup component add llvm-tools` \
-             (or point GPU_LLVM_TOOLS_DIR at a directory holding them)"
-        )
+        Err(LinkError::NoTools)
     }
 
     fn command(&self, tool: &str) -> Command {
         Command::new(self.dir.join(tool))
     }
+
+    /// Runs one of the tools, which was given `modules`; returns its stdout. Its stderr is printed only when
+    /// verbose, and a failure is one line.
+    fn run(&self, mut command: Command, modules: &[Module]) -> Result<String> {
+        let program = PathBuf::from(command.get_program());
+        let tool = program.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        if self.verbose {
+            eprintln!("gpu-bitcode-linker: running {command:?}");
+        }
+        let output =
+            command.output().map_err(|source| LinkError::CannotRun { tool: program.display().to_string(), source })?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if self.verbose {
+            eprint!("{stderr}");
+        }
+        if let Some(error) = unknown_target(&stderr) {
+            return Err(error);
+        }
+        if !output.status.success() {
+            return Err(ToolFailure::new(&tool, &program, output.status, &stderr, modules).into());
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+}
+
+/// The first CPU or feature that a tool's stderr says LLVM does not know, as an error. LLVM only warns
+/// (`'sm_999' is not a recognized processor for this target (ignoring processor)`) and goes on without it.
+fn unknown_target(stderr: &str) -> Option<LinkError> {
+    let named = |line: &str, complaint: &str| {
+        let (name, _) = line.split_once(complaint)?;
+        Some(name.trim().trim_matches('\'').to_owned())
+    };
+    stderr.lines().find_map(|line| {
+        named(line, " is not a recognized processor")
+            .map(LinkError::UnknownCpu)
+            .or_else(|| named(line, " is not a recognized feature").map(LinkError::UnknownFeature))
+    })
 }
 
 /// The triple this binary was built for, which is the host it runs on.
@@ -245,31 +442,27 @@ pub fn host_triple() -> &'static str {
     env!("GPU_LOADER_HOST_TRIPLE")
 }
 
-fn run(mut command: Command) -> Result<()> {
-    output_of(&mut command).map(drop)
-}
-
-fn output_of(mut command: impl std::borrow::BorrowMut<Command>) -> Result<String> {
-    let command = command.borrow_mut();
-    let program = command.get_program().to_owned();
-    let output = command.output().with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
-    if !output.status.success() {
-        bail!(
-            "{} failed ({}):\n{}",
-            Path::new(&program).file_name().unwrap_or(&OsString::new()).to_string_lossy(),
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim_end()
-        );
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
+/// A directory for the intermediate files beside `output`, in the output's directory, which must exist.
 fn tempdir_for(output: &Path) -> Result<PathBuf> {
     let parent = output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let output_dir = |problem: String| LinkError::OutputDir { output: output.to_owned(), problem };
+    match std::fs::metadata(parent) {
+        Ok(metadata) if metadata.is_dir() => {}
+        Ok(_) => return Err(output_dir(format!("{} is not a directory", parent.display()))),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Err(output_dir(format!("directory {} does not exist", parent.display())));
+        }
+        Err(error) => return Err(output_dir(format!("cannot read directory {}: {error}", parent.display()))),
+    }
     let name = output.file_name().unwrap_or_default().to_string_lossy();
     let dir = parent.join(format!(".{name}.link-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    Ok(dir)
+    // One left by a run of the same process id that was killed is reused.
+    match std::fs::create_dir(&dir) {
+        Err(error) if error.kind() != std::io::ErrorKind::AlreadyExists => {
+            Err(LinkError::Write { path: dir, source: error })
+        }
+        _ => Ok(dir),
+    }
 }
 
 /// LLVM bitcode starts with `BC 0xC0DE`, or with the wrapper magic `0x0B17C0DE`.
@@ -277,28 +470,65 @@ pub fn is_bitcode(data: &[u8]) -> bool {
     data.starts_with(b"BC\xC0\xDE") || data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B])
 }
 
-/// Writes every bitcode module of the inputs' archives into `work`; returns the paths of all modules.
-fn extract_bitcode(inputs: &[PathBuf], work: &Path) -> Result<Vec<PathBuf>> {
+/// The bytes of `input`, a regular file of at most [`MAX_INPUT_BYTES`].
+fn read_input(input: &Path) -> Result<Vec<u8>> {
+    let read_error = |source| LinkError::Read { path: input.to_owned(), source };
+    let bad = |problem: &str| LinkError::BadInput { path: input.to_owned(), problem: problem.to_owned() };
+    let metadata = std::fs::metadata(input).map_err(read_error)?;
+    // Opening a FIFO blocks until a writer comes, and a device such as `/dev/zero` may never end.
+    if metadata.is_dir() {
+        return Err(bad("is a directory, not a linker input"));
+    }
+    if !metadata.is_file() {
+        return Err(bad("is not a regular file (a device, FIFO or socket), not a linker input"));
+    }
+    if metadata.len() > MAX_INPUT_BYTES {
+        return Err(LinkError::TooLarge { path: input.to_owned() });
+    }
+    let file = std::fs::File::open(input).map_err(read_error)?;
+    read_bounded(file, metadata.len(), MAX_INPUT_BYTES)
+        .map_err(read_error)?
+        .ok_or_else(|| LinkError::TooLarge { path: input.to_owned() })
+}
+
+/// All of `reader`, which should hold `expected` bytes, or `None` when it holds more than `limit`: a file may grow
+/// while it is read, and at most one byte past the limit is read.
+fn read_bounded(reader: impl Read, expected: u64, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(expected.min(limit) as usize).map_err(|_| std::io::ErrorKind::OutOfMemory)?;
+    reader.take(limit + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
+}
+
+/// Writes every bitcode module of the inputs' archives into `work`; returns all modules.
+fn extract_bitcode(inputs: &[PathBuf], work: &Path) -> Result<Vec<Module>> {
     let mut modules = Vec::new();
     for (index, input) in inputs.iter().enumerate() {
-        let data = std::fs::read(input).with_context(|| format!("cannot read {}", input.display()))?;
+        let data = read_input(input)?;
         if is_bitcode(&data) {
-            modules.push(input.clone());
+            modules.push(Module { path: input.clone(), origin: input.display().to_string() });
         } else if data.starts_with(b"!<arch>\n") {
-            let archive = object::read::archive::ArchiveFile::parse(&*data)
-                .with_context(|| format!("{} is not a valid archive", input.display()))?;
+            let bad_archive = |error: object::Error| LinkError::BadInput {
+                path: input.clone(),
+                problem: format!("is not a valid archive: {error}"),
+            };
+            let archive = object::read::archive::ArchiveFile::parse(&*data).map_err(bad_archive)?;
             for (member_index, member) in archive.members().enumerate() {
-                let member = member.with_context(|| format!("bad member in {}", input.display()))?;
-                let bytes = member.data(&*data)?;
+                let member = member.map_err(bad_archive)?;
+                let bytes = member.data(&*data).map_err(bad_archive)?;
                 if !is_bitcode(bytes) {
                     continue; // rlib metadata and the like
                 }
                 let path = work.join(format!("{index}-{member_index}.bc"));
-                std::fs::write(&path, bytes)?;
-                modules.push(path);
+                std::fs::write(&path, bytes).map_err(|source| LinkError::Write { path: path.clone(), source })?;
+                let origin = format!("{}({})", input.display(), String::from_utf8_lossy(member.name()));
+                modules.push(Module { path, origin });
             }
         } else {
-            bail!("{} is neither LLVM bitcode nor an archive of it", input.display());
+            return Err(LinkError::BadInput {
+                path: input.clone(),
+                problem: "is neither LLVM bitcode nor an archive of it".to_owned(),
+            });
         }
     }
     Ok(modules)
@@ -308,8 +538,8 @@ fn extract_bitcode(inputs: &[PathBuf], work: &Path) -> Result<Vec<PathBuf>> {
 mod tests {
     use super::*;
 
-    fn strings(args: &str) -> Vec<String> {
-        args.split_whitespace().map(str::to_owned).collect()
+    fn strings(args: &str) -> Vec<OsString> {
+        args.split_whitespace().map(OsString::from).collect()
     }
 
     #[test]
@@ -327,6 +557,20 @@ mod tests {
         assert_eq!(request.output, PathBuf::from("out.ptx"));
         assert_eq!(request.opt_level, '3');
         assert_eq!(request.search_dirs.len(), 2);
+    }
+
+    #[test]
+    fn paths_keep_their_bytes_and_other_values_must_be_utf8() {
+        use std::os::unix::ffi::OsStringExt;
+        let odd = |bytes: &[u8]| OsString::from_vec(bytes.to_vec());
+        let args = [odd(b"a-\xff.o"), "-L".into(), odd(b"/l-\xfe"), "-o".into(), odd(b"out-\xfd.ptx")];
+        let request = LinkRequest::parse(&args).unwrap();
+        assert_eq!(request.inputs, [PathBuf::from(odd(b"a-\xff.o"))]);
+        assert_eq!(request.search_dirs, [PathBuf::from(odd(b"/l-\xfe"))]);
+        assert_eq!(request.output, PathBuf::from(odd(b"out-\xfd.ptx")));
+        let args = ["a.o".into(), "--target-cpu".into(), odd(b"sm_\xff"), "-o".into(), "x".into()];
+        let error = LinkRequest::parse(&args).unwrap_err().to_string();
+        assert_eq!(error, "the value of `--target-cpu` is not UTF-8: `sm_\u{fffd}`");
     }
 
     #[test]
@@ -367,6 +611,63 @@ mod tests {
         assert!(is_bitcode(&[0xDE, 0xC0, 0x17, 0x0B, 0, 0]));
         assert!(!is_bitcode(b"\x7fELF"));
         assert!(!is_bitcode(b"BC"));
+    }
+
+    #[test]
+    fn a_tool_failure_is_its_first_error_line_naming_the_input() {
+        use std::os::unix::process::ExitStatusExt;
+        let modules = [
+            Module { path: "/w/0-1.bc".into(), origin: "libx.rlib(x.o)".into() },
+            Module { path: "a.bc".into(), origin: "a.bc".into() },
+        ];
+        let exit_1 = ExitStatus::from_raw(1 << 8);
+        let stderr = "/t/llvm-link: /w/0-1.bc: error: Invalid bitcode signature\n\
+                      /t/llvm-link: error:  loading file '/w/0-1.bc'\n";
+        let failure = ToolFailure::new("llvm-link", Path::new("/t/llvm-link"), exit_1, stderr, &modules);
+        assert_eq!(
+            failure.to_string(),
+            "llvm-link failed on libx.rlib(x.o): Invalid bitcode signature (--verbose prints all 2 lines)"
+        );
+        // `a.bc` is a module; `data.bc`, which holds its name, is none.
+        let stderr = "llvm-link: data.bc: error: Invalid record\n";
+        let failure = ToolFailure::new("llvm-link", Path::new("/t/llvm-link"), exit_1, stderr, &modules);
+        assert_eq!(failure.to_string(), "llvm-link failed: data.bc: error: Invalid record");
+        let stderr = "warning: ignored\nLLVM ERROR: Cannot select: t5\n  t5: i32 = ...\n";
+        let failure = ToolFailure::new("llc", Path::new("/t/llc"), ExitStatus::from_raw(6), stderr, &[]);
+        assert_eq!(
+            failure.to_string(),
+            "llc failed (signal: 6 (SIGABRT)): LLVM ERROR: Cannot select: t5 (--verbose prints all 3 lines)"
+        );
+        let failure = ToolFailure::new("opt", Path::new("/t/opt"), exit_1, "\n", &[]);
+        assert_eq!(failure.to_string(), "opt failed without a message");
+    }
+
+    #[test]
+    fn a_cpu_or_feature_llvm_ignores_is_an_error() {
+        let stderr = "'sm_999' is not a recognized processor for this target (ignoring processor)\n\
+                      '+bogus' is not a recognized feature for this target (ignoring feature)\n";
+        let error = unknown_target(stderr).unwrap().to_string();
+        assert!(error.starts_with("unknown target CPU `sm_999`: "), "{error}");
+        let stderr = "'+bogus' is not a recognized feature for this target (ignoring feature)\n";
+        let error = unknown_target(stderr).unwrap().to_string();
+        assert!(error.starts_with("unknown target feature `+bogus`: "), "{error}");
+        assert!(unknown_target("warning: something else\n").is_none());
+    }
+
+    #[test]
+    fn verbose_is_optional_anywhere() {
+        assert!(!LinkRequest::parse(&strings("a.o -o x")).unwrap().verbose);
+        assert!(LinkRequest::parse(&strings("-v a.o -o x")).unwrap().verbose);
+        assert!(LinkRequest::parse(&strings("a.o -o x -O3 --verbose")).unwrap().verbose);
+    }
+
+    #[test]
+    fn reading_stops_one_byte_past_the_limit() {
+        // `repeat` never ends, as `/dev/zero`, or a file that grows while it is read.
+        assert_eq!(read_bounded(std::io::repeat(7), 0, 10).unwrap(), None);
+        assert_eq!(read_bounded(std::io::repeat(7).take(10), 10, 10).unwrap(), Some(vec![7; 10]));
+        assert_eq!(read_bounded(&b"abcd"[..], 3, 3).unwrap(), None);
+        assert_eq!(read_bounded(&b""[..], 0, 3).unwrap(), Some(vec![]));
     }
 
     #[test]

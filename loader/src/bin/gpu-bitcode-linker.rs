@@ -6,16 +6,21 @@
 //! where inputs are bitcode objects or archives (rlibs, staticlibs) holding bitcode. It pulls the bitcode out, links
 //! it with `llvm-link`, internalizes everything but the exported symbols and the globals the loader reads, optimizes
 //! with `opt`, and writes PTX with `llc`. The LLVM tools come from the toolchain's `llvm-tools` component (found next
-//! to the `-L <sysroot>/lib/rustlib/...` directory rustc passes), or from `$GPU_LLVM_TOOLS_DIR`.
+//! to the `-L <sysroot>/lib/rustlib/...` directory rustc passes), or from `$GPU_LLVM_TOOLS_DIR`. `-v`/`--verbose`,
+//! which rustc never passes, prints each tool's command line and all it says.
+//!
+//! A failure is one line, `gpu-bitcode-linker: <problem>`, and exit code 1.
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Paths need not be UTF-8; `LinkRequest::parse` refuses any other value that is not.
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     match gpu_loader::linker::LinkRequest::parse(&args).and_then(|request| request.link()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("gpu-bitcode-linker: {error:#}");
+            eprintln!("gpu-bitcode-linker: {}", gpu_loader::cli::one_line(&error.to_string()));
             ExitCode::FAILURE
         }
     }

@@ -1,5 +1,5 @@
-//! What the integration tests of the `gpu-loader` binary share: running it under a watchdog and checking how it
-//! failed. Each test crate uses a part of it.
+//! What the integration tests of the `gpu-loader` and `gpu-bitcode-linker` binaries share: running one under a
+//! watchdog and checking how it failed. Each test crate uses a part of it.
 #![allow(dead_code)]
 
 use std::ffi::OsStr;
@@ -49,9 +49,14 @@ pub fn loader<I: AsRef<OsStr>>(args: impl IntoIterator<Item = I>) -> Command {
 
 /// Runs `command` to the end, failing the test if it outlives the watchdog.
 pub fn run(mut command: Command) -> Ran {
+    let program = Path::new(command.get_program()).file_name().unwrap_or_default().to_string_lossy().into_owned();
     let started = Instant::now();
-    let mut child =
-        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start gpu-loader");
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot start {program}: {error}"));
     let reader = |mut pipe: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
@@ -62,13 +67,13 @@ pub fn run(mut command: Command) -> Ran {
     let stdout = reader(Box::new(child.stdout.take().expect("piped")));
     let stderr = reader(Box::new(child.stderr.take().expect("piped")));
     let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for gpu-loader") {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
             break status;
         }
         if started.elapsed() > WATCHDOG {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("gpu-loader hung: still running after {WATCHDOG:?} ({command:?})");
+            panic!("{program} hung: still running after {WATCHDOG:?} ({command:?})");
         }
         std::thread::sleep(Duration::from_millis(5));
     };
@@ -78,8 +83,8 @@ pub fn run(mut command: Command) -> Ran {
         stderr: stderr.join().expect("stderr reader"),
         elapsed: started.elapsed(),
     };
-    assert!(!ran.stderr.contains("panicked") && !ran.stdout.contains("panicked"), "gpu-loader panicked: {ran:#?}");
-    assert!(ran.code.is_some(), "gpu-loader was killed by a signal: {ran:#?}");
+    assert!(!ran.stderr.contains("panicked") && !ran.stdout.contains("panicked"), "{program} panicked: {ran:#?}");
+    assert!(ran.code.is_some(), "{program} was killed by a signal: {ran:#?}");
     ran
 }
 
@@ -87,8 +92,14 @@ impl Ran {
     /// A loader error: exit 1 and exactly one line, `gpu-loader: ...`, holding every one of `words`.
     #[track_caller]
     pub fn fails_with(&self, words: &[&str]) -> &Self {
+        self.fails_as("gpu-loader", words)
+    }
+
+    /// An error of `program`: exit 1 and exactly one line, `PROGRAM: ...`, holding every one of `words`.
+    #[track_caller]
+    pub fn fails_as(&self, program: &str, words: &[&str]) -> &Self {
         assert_eq!(self.code, Some(LOADER_ERROR_EXIT_CODE), "exit code: {self:#?}");
-        self.one_line();
+        self.one_line_of(program);
         for word in words {
             assert!(self.stderr.contains(word), "stderr does not name the problem ({word:?}): {self:#?}");
         }
@@ -97,7 +108,12 @@ impl Ran {
 
     #[track_caller]
     pub fn one_line(&self) {
-        assert!(self.stderr.starts_with("gpu-loader: "), "stderr: {self:#?}");
+        self.one_line_of("gpu-loader");
+    }
+
+    #[track_caller]
+    pub fn one_line_of(&self, program: &str) {
+        assert!(self.stderr.starts_with(&format!("{program}: ")), "stderr: {self:#?}");
         assert!(self.stderr.ends_with('\n') && self.stderr.lines().count() == 1, "not one line: {self:#?}");
     }
 
