@@ -191,6 +191,24 @@ mod tests {
     }
 
     #[test]
+    fn a_name_with_a_line_break_is_refused_in_one_line() {
+        let good = encode::<{ 36 + 6 }>(TestSpec::new("c::listed"));
+        for (name, shown) in
+            [("a\nb: t", "'\\n' at byte 1"), ("ab\rcde", "'\\r' at byte 2"), ("a\u{2028}bc", "'\\u{2028}'")]
+        {
+            let mut bytes = good.clone();
+            bytes[36..].copy_from_slice(name.as_bytes());
+            let error = read_ptx(&ptx(&[("x", bytes)])).unwrap_err().to_string();
+            assert!(
+                error.starts_with("t.ptx: has a corrupt test table: `__gpu_test_meta_x`: its name holds "),
+                "{error}"
+            );
+            assert!(error.contains(shown), "{error} lacks {shown:?}");
+            assert!(!error.contains(['\n', '\r', '\u{2028}']), "{error}");
+        }
+    }
+
+    #[test]
     fn initializers_may_span_lines_and_use_hex() {
         let good = encode::<{ 36 + 1 }>(TestSpec::new("c::t"));
         let text = ptx(&[("x", good)]).replacen("{1, 0, ", "{0x01,\n\t0x0,\n ", 1);
