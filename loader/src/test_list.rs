@@ -1,6 +1,7 @@
 //! The tests of a test binary, read from its image alone (no GPU): the `__gpu_test_meta_*` globals' bytes, decoded
 //! with `startup_common::test_table`, each paired with its `__gpu_test_entry_*` global.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use startup_common::test_table::{self, ENTRY_PREFIX, META_PREFIX};
@@ -42,14 +43,16 @@ pub fn read(image: &Image) -> Result<Vec<TestCase>> {
     };
     let metadata = image.initialized_globals(META_PREFIX)?;
     let symbols = image.global_symbols()?;
-    let entries: Vec<&str> = symbols.iter().map(String::as_str).filter(|name| name.starts_with(ENTRY_PREFIX)).collect();
+    // Sets, not lists: a table of tens of thousands of tests is matched in linear time.
+    let entries: HashSet<&str> =
+        symbols.iter().map(String::as_str).filter(|name| name.starts_with(ENTRY_PREFIX)).collect();
     let mut tests = Vec::with_capacity(metadata.len());
     for (symbol, bytes) in &metadata {
         let bytes = bytes.as_ref().map_err(|problem| corrupt(problem.clone()))?;
         let spec = test_table::decode(bytes).map_err(|error| corrupt(format!("`{symbol}`: {error}")))?;
         let id = &symbol[META_PREFIX.len()..];
         let entry_symbol = format!("{ENTRY_PREFIX}{id}");
-        if !entries.contains(&entry_symbol.as_str()) {
+        if !entries.contains(entry_symbol.as_str()) {
             return Err(corrupt(format!("`{symbol}` has no entry global `{entry_symbol}`")));
         }
         let shape = |counts: [u32; 3]| (counts != [0; 3]).then_some(counts);
@@ -64,7 +67,9 @@ pub fn read(image: &Image) -> Result<Vec<TestCase>> {
             entry_symbol,
         });
     }
-    if let Some(entry) = entries.iter().find(|entry| !tests.iter().any(|test| test.entry_symbol == **entry)) {
+    let described: HashSet<&str> = tests.iter().map(|test| test.entry_symbol.as_str()).collect();
+    let undescribed = symbols.iter().find(|name| name.starts_with(ENTRY_PREFIX) && !described.contains(name.as_str()));
+    if let Some(entry) = undescribed {
         let meta = format!("{META_PREFIX}{}", &entry[ENTRY_PREFIX.len()..]);
         return Err(corrupt(format!("`{entry}` has no metadata global `{meta}`")));
     }
@@ -164,6 +169,42 @@ mod tests {
             assert!(error.starts_with("t.ptx: "), "{error}");
             assert!(error.contains(message), "{error} lacks {message:?}");
             assert!(!error.contains('\n'), "{error}");
+        }
+    }
+
+    #[test]
+    fn fifty_thousand_tests_are_listed() {
+        const COUNT: usize = 50_000;
+        let template = encode::<{ 36 + 6 }>(TestSpec::new("c::t00000"));
+        let table: Vec<(String, Vec<u8>)> = (0..COUNT)
+            .rev()
+            .map(|i| {
+                let mut bytes = template.clone();
+                bytes[36..].copy_from_slice(format!("t{i:05}").as_bytes());
+                (format!("t{i}"), bytes)
+            })
+            .collect();
+        let table: Vec<(&str, Vec<u8>)> = table.iter().map(|(id, bytes)| (id.as_str(), bytes.clone())).collect();
+        let tests = read_ptx(&ptx(&table)).unwrap();
+        assert_eq!(tests.len(), COUNT);
+        assert_eq!((tests[0].name.as_str(), tests[COUNT - 1].name.as_str()), ("t00000", "t49999"));
+    }
+
+    #[test]
+    fn a_name_with_a_line_break_is_refused_in_one_line() {
+        let good = encode::<{ 36 + 6 }>(TestSpec::new("c::listed"));
+        for (name, shown) in
+            [("a\nb: t", "'\\n' at byte 1"), ("ab\rcde", "'\\r' at byte 2"), ("a\u{2028}bc", "'\\u{2028}'")]
+        {
+            let mut bytes = good.clone();
+            bytes[36..].copy_from_slice(name.as_bytes());
+            let error = read_ptx(&ptx(&[("x", bytes)])).unwrap_err().to_string();
+            assert!(
+                error.starts_with("t.ptx: has a corrupt test table: `__gpu_test_meta_x`: its name holds "),
+                "{error}"
+            );
+            assert!(error.contains(shown), "{error} lacks {shown:?}");
+            assert!(!error.contains(['\n', '\r', '\u{2028}']), "{error}");
         }
     }
 

@@ -133,6 +133,8 @@ fn a_corrupt_test_table_is_refused_naming_the_global() {
             "115, 98, 111, 111, 255}",
             "`__gpu_test_meta_sums_9_5`: its expected panic text is not UTF-8",
         ),
+        // `adds` as `a\ndd`: listed, it would read as two lines.
+        ("97, 100, 100, 115}", "97, 10, 100, 100}", "`__gpu_test_meta_adds_3_1`: its name holds '\\n' at byte 1"),
     ];
     for (i, (from, to, problem)) in cases.into_iter().enumerate() {
         let text = tests_min();

@@ -163,6 +163,10 @@ impl<'a> TestSpec<'a> {
         assert!(N == self.encoded_len(), "N must be the spec's encoded length");
         assert!(self.name.len() <= u16::MAX as usize, "a test's name is at most 65535 bytes");
         assert!(expected_len(self) <= u16::MAX as usize, "the expected panic text is at most 65535 bytes");
+        assert!(
+            line_breaking_character(self.name).is_none(),
+            "a test's name cannot hold a control character or a line break: it would forge lines of `--list`"
+        );
         let mut bytes = [0u8; N];
         bytes[0] = VERSION;
         bytes[1] = if self.ignore { FLAG_IGNORE } else { 0 } | if self.should_panic { FLAG_SHOULD_PANIC } else { 0 };
@@ -188,6 +192,35 @@ const fn expected_len(spec: &TestSpec<'_>) -> usize {
         Some(text) => text.len(),
         None => 0,
     }
+}
+
+/// The first character of `name` that would break a line of a test list, with its byte offset: a control character
+/// (C0, DEL or C1: `\n`, `\r` and NEL among them) or a line or paragraph separator (U+2028, U+2029). A `const fn`,
+/// so that [`TestSpec::encode`] refuses such a name at compile time; it matches their UTF-8 bytes, as a `const fn`
+/// cannot iterate `char`s (in valid UTF-8 these byte sequences are found only where these characters are).
+pub const fn line_breaking_character(name: &str) -> Option<(usize, char)> {
+    let bytes = name.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        let byte = bytes[at];
+        if byte < 0x20 || byte == 0x7f {
+            return Some((at, byte as char));
+        }
+        // U+0080..=U+009F: 0xc2, then 0x80..=0x9f (Latin-1, so the continuation byte is the code point).
+        if byte == 0xc2 && at + 1 < bytes.len() && bytes[at + 1] <= 0x9f {
+            return Some((at, bytes[at + 1] as char));
+        }
+        // U+2028 and U+2029: 0xe2 0x80 0xa8 and 0xe2 0x80 0xa9.
+        if byte == 0xe2 && at + 2 < bytes.len() && bytes[at + 1] == 0x80 {
+            match bytes[at + 2] {
+                0xa8 => return Some((at, '\u{2028}')),
+                0xa9 => return Some((at, '\u{2029}')),
+                _ => {}
+            }
+        }
+        at += 1;
+    }
+    None
 }
 
 /// `path` after its first `::`, or all of it if it has none.
@@ -245,6 +278,8 @@ pub enum DecodeError {
     NotUtf8(&'static str),
     /// The name is empty.
     EmptyName,
+    /// The name holds a character that would break a line of a test list ([`line_breaking_character`]).
+    LineBreakInName { at: usize, character: char },
 }
 
 impl core::fmt::Display for DecodeError {
@@ -262,6 +297,11 @@ impl core::fmt::Display for DecodeError {
             Self::Inconsistent(what) => f.write_str(what),
             Self::NotUtf8(what) => write!(f, "its {what} is not UTF-8"),
             Self::EmptyName => f.write_str("its name is empty"),
+            Self::LineBreakInName { at, character } => write!(
+                f,
+                "its name holds {character:?} at byte {at}: a control character or line break would forge lines of \
+                 the test list"
+            ),
         }
     }
 }
@@ -305,6 +345,9 @@ pub fn decode(bytes: &[u8]) -> Result<TestSpec<'_>, DecodeError> {
         core::str::from_utf8(&bytes[HEADER_LEN..HEADER_LEN + name_len]).map_err(|_| DecodeError::NotUtf8("name"))?;
     if name.is_empty() {
         return Err(DecodeError::EmptyName);
+    }
+    if let Some((at, character)) = line_breaking_character(name) {
+        return Err(DecodeError::LineBreakInName { at, character });
     }
     let expected = match expected_len {
         0 => None,

@@ -110,8 +110,17 @@ impl Fields<'_> {
     fn u32(&mut self) -> io::Result<u32> {
         self.take().map(u32::from_le_bytes)
     }
-    fn string(self) -> io::Result<String> {
-        String::from_utf8(self.0.to_vec()).map_err(|_| corrupt("text that is not UTF-8".into()))
+    /// The rest of the payload, as text.
+    fn string(&mut self) -> io::Result<String> {
+        String::from_utf8(std::mem::take(&mut self.0).to_vec()).map_err(|_| corrupt("text that is not UTF-8".into()))
+    }
+    /// Checks that the last field was read: bytes after it mean the two sides disagree on the frame's layout.
+    fn end(self) -> io::Result<()> {
+        match self.0.len() {
+            0 => Ok(()),
+            1 => Err(corrupt("a byte after a payload's last field".into())),
+            left => Err(corrupt(format!("{left} bytes after a payload's last field"))),
+        }
     }
 }
 
@@ -138,11 +147,13 @@ impl RunRequest {
             *count = fields.u32()?;
         }
         let timeout = Duration::from_micros(u64::from_le_bytes(fields.take()?));
+        let entry_symbol = fields.string()?;
+        fields.end()?;
         Ok(Some(Self {
             threads: [counts[0], counts[1], counts[2]],
             blocks: [counts[3], counts[4], counts[5]],
             timeout,
-            entry_symbol: fields.string()?,
+            entry_symbol,
         }))
     }
 }
@@ -179,7 +190,8 @@ impl Report {
         let report = match kind {
             READY => Report::Ready { gpus: fields.u32()? },
             SETUP_FAILED => Report::SetupFailed(fields.string()?),
-            STDOUT | STDERR => Report::Output { stderr: kind == STDERR, bytes: payload },
+            // The whole payload is the output: nothing can follow it.
+            STDOUT | STDERR => return Ok(Some(Report::Output { stderr: kind == STDERR, bytes: payload })),
             FINISHED => {
                 let [tag, finished, worker_ends, constructors_ran] = fields.take()?;
                 let code = i64::from_le_bytes(fields.take()?);
@@ -209,6 +221,7 @@ impl Report {
             }
             _ => return Err(corrupt(format!("kind {kind}"))),
         };
+        fields.end()?;
         Ok(Some(report))
     }
 }
@@ -293,5 +306,19 @@ mod tests {
         }
         assert!(RunRequest::read(&mut &[READY, 0, 0, 0, 0][..]).is_err());
         assert!(RunRequest::read(&mut &[REQUEST, 2, 0, 0, 0, 1, 2][..]).is_err());
+    }
+
+    #[test]
+    fn a_payload_with_bytes_after_its_last_field_is_refused() {
+        let mut bytes = Vec::new();
+        Report::Ready { gpus: 2 }.write(&mut bytes).unwrap();
+        bytes[1] += 1;
+        bytes.push(7);
+        let error = Report::read(&mut bytes.as_slice()).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(
+            error.to_string(),
+            "corrupt message between the test runner and a worker: a byte after a payload's last field"
+        );
     }
 }

@@ -72,6 +72,44 @@ fn corrupt_metadata_is_refused_with_its_reason() {
 }
 
 #[test]
+fn a_name_that_would_break_a_line_of_the_list_is_refused() {
+    let good: [u8; 36 + 3] = TestSpec::new("c::abc").encode();
+    let with_name = |name: &str| {
+        let mut bytes = good.to_vec();
+        bytes[36..].copy_from_slice(name.as_bytes());
+        decode(&bytes).map(|spec| spec.name.to_string())
+    };
+    assert_eq!(with_name("a\nb"), Err(DecodeError::LineBreakInName { at: 1, character: '\n' }));
+    assert_eq!(with_name("ab\r"), Err(DecodeError::LineBreakInName { at: 2, character: '\r' }));
+    assert_eq!(with_name("\u{85}b"), Err(DecodeError::LineBreakInName { at: 0, character: '\u{85}' }));
+    assert_eq!(with_name("\u{2028}"), Err(DecodeError::LineBreakInName { at: 0, character: '\u{2028}' }));
+    assert_eq!(with_name("a\u{a0}"), Ok("a\u{a0}".to_string()));
+    let error = with_name("\n\u{85}").unwrap_err().to_string();
+    assert_eq!(
+        error,
+        "its name holds '\\n' at byte 0: a control character or line break would forge lines of the test list"
+    );
+}
+
+/// The byte-wise check finds exactly the control characters and the two separators, wherever they are.
+#[test]
+fn line_breaking_characters_are_the_control_characters_and_separators() {
+    for character in (0..=char::MAX as u32).filter_map(char::from_u32) {
+        let mut name = std::string::String::from("m::");
+        name.push(character);
+        name.push('x');
+        let breaks = character.is_control() || matches!(character, '\u{2028}' | '\u{2029}');
+        assert_eq!(line_breaking_character(&name), breaks.then_some((3, character)), "{character:?}");
+    }
+}
+
+#[test]
+#[should_panic(expected = "a test's name cannot hold a control character or a line break")]
+fn encoding_a_name_with_a_line_break_panics() {
+    let _: [u8; 36 + 3] = TestSpec::new("c::a\nb").encode();
+}
+
+#[test]
 fn results_map_to_main_statuses() {
     assert_eq!(().status(), 0);
     assert_eq!(Ok::<(), &str>(()).status(), 0);
