@@ -1,6 +1,8 @@
 //! `cargo gpu-startup init` on real folders: a crate gets its files, a second run changes nothing, and a folder that
-//! is not a crate or a config that contradicts the GPU build is refused in one line, with nothing written.
+//! is not a crate, a malformed Cargo.toml or a config that contradicts the GPU build is refused in one line, with
+//! nothing written.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -113,6 +115,42 @@ fn a_contradicting_config_is_refused_and_nothing_is_written() {
         "{error}"
     );
     assert_eq!(contents(&dir), [None, None, None, Some(config.to_owned())]);
+}
+
+/// Every file and folder under `dir`, with each file's bytes.
+fn tree(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
+    let mut found = BTreeMap::new();
+    let mut folders = vec![dir.to_owned()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path.clone());
+                found.insert(path, None);
+            } else {
+                found.insert(path.clone(), Some(std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_malformed_manifest_is_refused_naming_the_file_and_the_place_and_nothing_is_written() {
+    let dir = scratch("malformed-manifest", Some(&format!("{MANIFEST}\n[dependencies\ngpu-startup = \"0.1\"\n")));
+    std::fs::create_dir_all(dir.join(".cargo")).unwrap();
+    std::fs::write(dir.join(".cargo/config.toml"), "[build]\njobs = 2\n").unwrap();
+    let before = tree(&dir);
+    let error = one_line_error(&init(&dir, &["--gpu-arch", "sm_80"]));
+    let manifest = dir.join("Cargo.toml");
+    assert!(
+        error.starts_with(&format!(
+            "cargo-gpu-startup: {} is not valid TOML: TOML parse error at line 6, column 14",
+            manifest.display()
+        )),
+        "{error}"
+    );
+    assert_eq!(tree(&dir), before);
 }
 
 #[test]

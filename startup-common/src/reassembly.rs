@@ -15,13 +15,43 @@ use crate::rpc::WriteHead;
 /// so other threads' lines may come between its pieces.
 pub const HELD_PER_THREAD: usize = 1 << 20;
 
-/// The most bytes held for all unfinished messages together, each counted with [`ENTRY_COST`]. A message whose
-/// bytes would go past it is written out at once, in pieces, as one longer than [`HELD_PER_THREAD`] is.
+/// The most heap the unfinished messages take together, as [`Reassembly::held_bytes`] counts it: each message's
+/// vector at its capacity, with [`ALLOCATION_OVERHEAD`], and the table that finds them. The key is the client's to
+/// choose, and a one-byte message takes 100 to 160 bytes, nearly all of them bookkeeping, so all of it is counted. A
+/// message whose bytes would go past it is written out at once, in pieces, as one longer than [`HELD_PER_THREAD`] is.
 pub const HELD_IN_ALL: usize = 64 << 20;
 
-/// What one held message costs besides its bytes (its key, its vector and its slot in the table), so that a client
-/// cannot make the host hold millions of tiny messages (the key is the client's to choose) beyond the cap.
-pub const ENTRY_COST: usize = 64;
+/// What the allocator keeps with a heap block besides the bytes asked for, at most: glibc's `malloc` adds a word of
+/// header and rounds a block up to 16 bytes, 32 at least, so a block of 8 bytes or more costs at most 24 more.
+pub const ALLOCATION_OVERHEAD: usize = 24;
+
+/// The least capacity a held message's vector gets: `Vec`'s own least for bytes, and enough that
+/// [`ALLOCATION_OVERHEAD`] covers the block.
+const LEAST_CAPACITY: usize = 8;
+
+/// One slot of the table: a key and a vector's header side by side, and the slot's control byte.
+const TABLE_SLOT: usize = size_of::<(WriterKey, Vec<u8>)>() + 1;
+
+/// The control bytes at the end of the table, one group past its last slot.
+const TABLE_TRAILER: usize = 16;
+
+/// A table shrinks once it is a quarter full or less, if it has room for more than this many messages: a small table
+/// stays, so that a few threads that print in pieces do not reallocate it again and again.
+const SHRINK_ABOVE: usize = 64;
+
+/// What std's `HashMap` allocates for a table of `capacity`, or a slot more: a SwissTable has a power of two of slots,
+/// at most 7/8 of them used (all but one under 8), each with a control byte, and a group of control bytes more.
+const fn table_bytes(capacity: usize) -> usize {
+    if capacity == 0 {
+        return 0;
+    }
+    (capacity * 8 / 7 + 1) * TABLE_SLOT + TABLE_TRAILER + ALLOCATION_OVERHEAD
+}
+
+/// The most a table of `capacity` grows to when it is full: twice the slots (4 from none).
+const fn grown_table_capacity(capacity: usize) -> usize {
+    2 * capacity + 3
+}
 
 /// The thread that writes a message (its [`WriteHead`]'s thread and group), and where the message goes.
 pub type WriterKey = (u64, u64, Destination);
@@ -35,7 +65,11 @@ pub fn writer_key(head: &WriteHead, destination: Destination) -> WriterKey {
 #[derive(Debug, Default)]
 pub struct Reassembly {
     held: HashMap<WriterKey, Vec<u8>>,
-    /// The bytes of `held` with [`ENTRY_COST`] for each entry.
+    /// The capacity of `held`'s table as allocated. `HashMap::capacity` is less while removed entries' slots wait to
+    /// be reused, so this is the most it said since the table was last made.
+    table_capacity: usize,
+    /// What `held` takes of the heap: [`table_bytes`] of `table_capacity`, and each vector's capacity with
+    /// [`ALLOCATION_OVERHEAD`].
     held_bytes: usize,
 }
 
@@ -65,7 +99,8 @@ impl Reassembly {
         Self::default()
     }
 
-    /// Bytes held for unfinished messages, with [`ENTRY_COST`] each: never over [`HELD_IN_ALL`].
+    /// The heap the unfinished messages take, their table's included: never over [`HELD_IN_ALL`], and 0 when none is
+    /// held.
     pub fn held_bytes(&self) -> usize {
         self.held_bytes
     }
@@ -76,14 +111,47 @@ impl Reassembly {
         if chunk.is_empty() {
             return None;
         }
-        let held = self.held.get(&key).map(Vec::len);
-        let cost = chunk.len() + if held.is_none() { ENTRY_COST } else { 0 };
-        if held.unwrap_or(0) + chunk.len() > HELD_PER_THREAD || self.held_bytes + cost > HELD_IN_ALL {
+        let (length, capacity) = self.held.get(&key).map_or((0, 0), |bytes| (bytes.len(), bytes.capacity()));
+        let needed = length + chunk.len();
+        let Some(reserved) = self.room_for(length == 0, capacity, needed) else {
             return Some(Release { held: self.take(key), chunk, newline: false });
-        }
-        self.held_bytes += cost;
-        self.held.entry(key).or_default().extend_from_slice(chunk);
+        };
+        let bytes = self.held.entry(key).or_default();
+        bytes.reserve_exact(reserved - bytes.len());
+        bytes.extend_from_slice(chunk);
+        self.held_bytes += bytes.capacity() - capacity + if length == 0 { ALLOCATION_OVERHEAD } else { 0 };
+        self.recount_table(self.table_capacity.max(self.held.capacity()));
         None
+    }
+
+    /// The capacity to reserve for a message that needs `needed` bytes and has `capacity` (a `new` one, with no entry
+    /// yet, has none): twice as much when it grows, so that a message of many chunks is not copied again and again,
+    /// or just enough, or `None` when that passes a cap.
+    fn room_for(&self, new: bool, capacity: usize, needed: usize) -> Option<usize> {
+        if needed > HELD_PER_THREAD {
+            return None;
+        }
+        if needed <= capacity {
+            return Some(capacity);
+        }
+        let full = self.held.len() >= self.held.capacity();
+        let entry = match (new, full) {
+            (false, _) => 0,
+            (true, false) => ALLOCATION_OVERHEAD,
+            (true, true) => {
+                let grown = table_bytes(grown_table_capacity(self.table_capacity));
+                ALLOCATION_OVERHEAD + grown - table_bytes(self.table_capacity)
+            }
+        };
+        let room = HELD_IN_ALL.checked_sub(self.held_bytes + entry)?;
+        let doubled = needed.max(2 * capacity).clamp(LEAST_CAPACITY, HELD_PER_THREAD);
+        [doubled, needed.max(LEAST_CAPACITY)].into_iter().find(|&reserved| reserved - capacity <= room)
+    }
+
+    /// Counts the table at `capacity` from now on.
+    fn recount_table(&mut self, capacity: usize) {
+        self.held_bytes = self.held_bytes - table_bytes(self.table_capacity) + table_bytes(capacity);
+        self.table_capacity = capacity;
     }
 
     /// The last chunk of the message that `key` writes: the whole message, with a line break after it when
@@ -99,9 +167,14 @@ impl Reassembly {
         if self.held.is_empty() {
             return Vec::new();
         }
-        let bytes = self.held.remove(&key).unwrap_or_default();
-        if !bytes.is_empty() {
-            self.held_bytes -= bytes.len() + ENTRY_COST;
+        let Some(bytes) = self.held.remove(&key) else { return Vec::new() };
+        self.held_bytes -= bytes.capacity() + ALLOCATION_OVERHEAD;
+        if self.held.is_empty() {
+            self.held = HashMap::new();
+            self.recount_table(0);
+        } else if self.table_capacity > SHRINK_ABOVE && self.held.len() <= self.table_capacity / 4 {
+            self.held.shrink_to(2 * self.held.len());
+            self.recount_table(self.held.capacity());
         }
         bytes
     }
@@ -131,7 +204,8 @@ mod tests {
         assert!(messages.append(b, b"b1 ").is_none());
         assert!(messages.append(a, b"a2 ").is_none());
         assert!(messages.append(b, b"").is_none());
-        assert_eq!(messages.held_bytes(), 9 + 2 * ENTRY_COST);
+        let table = table_bytes(messages.held.capacity());
+        assert_eq!(messages.held_bytes(), 2 * (LEAST_CAPACITY + ALLOCATION_OVERHEAD) + table);
         assert_eq!(messages.unfinished(), [a, b]);
         assert_eq!(messages.complete(b, b"b2", true).to_vec(), b"b1 b2\n");
         assert_eq!(messages.complete(a, b"a3", false).to_vec(), b"a1 a2 a3");
@@ -153,7 +227,8 @@ mod tests {
             assert!(messages.append(key, &piece).is_none());
             sent += 64;
         }
-        assert_eq!(messages.held_bytes(), sent + ENTRY_COST);
+        let table = table_bytes(messages.held.capacity());
+        assert_eq!(messages.held_bytes(), sent + ALLOCATION_OVERHEAD + table, "grown to the cap, not past it");
         let release = messages.append(key, &[b'y'; 65]).expect("past the cap");
         assert_eq!((release.held.len(), release.chunk, release.newline), (sent, &[b'y'; 65][..], false));
         assert_eq!(messages.held_bytes(), 0);
@@ -161,24 +236,59 @@ mod tests {
     }
 
     /// However many threads hold unfinished messages (each key is the client's to choose), the held bytes with their
-    /// entries never pass [`HELD_IN_ALL`]; what would is released at once, and no byte is lost.
+    /// entries and table never pass [`HELD_IN_ALL`]; what would is released at once, and no byte is lost. The table
+    /// grows by doubling, so the cap may turn new messages away with up to half of it unused.
     #[test]
     fn what_all_threads_hold_is_capped() {
         let mut messages = Reassembly::new();
         let chunk = [b'c'; 200];
-        let threads = HELD_IN_ALL / (chunk.len() + ENTRY_COST) + 1000;
+        let threads = HELD_IN_ALL / (chunk.len() + ALLOCATION_OVERHEAD);
         let mut released = 0;
         for thread in 0..threads as u64 {
             if let Some(release) = messages.append((thread, 0, OUT), &chunk) {
                 assert!(release.held.is_empty(), "a new message has nothing held");
                 released += release.chunk.len();
+            } else {
+                assert_eq!(released, 0, "once the cap turns a message away, it turns away every later one");
             }
             assert!(messages.held_bytes() <= HELD_IN_ALL);
         }
-        assert!(messages.held_bytes() > HELD_IN_ALL - chunk.len() - ENTRY_COST);
-        assert_eq!(released, 1000 * chunk.len(), "the messages past the cap were released at once");
+        assert!(released > 0 && messages.held_bytes() > HELD_IN_ALL / 2, "{}", messages.held_bytes());
         let held: usize = messages.unfinished().into_iter().map(|key| messages.take(key).len()).sum();
         assert_eq!(held + released, threads * chunk.len());
         assert_eq!(messages.held_bytes(), 0);
+    }
+
+    /// Std's table grows, when full, to at most what [`grown_table_capacity`] foresees, which the cap is checked
+    /// against before it grows.
+    #[test]
+    fn a_full_table_grows_no_more_than_foreseen() {
+        let mut table: HashMap<WriterKey, Vec<u8>> = HashMap::new();
+        let mut capacity = 0;
+        for thread in 0..100_000 {
+            table.insert((thread, 0, OUT), Vec::new());
+            if table.capacity() != capacity {
+                assert!(table.capacity() <= grown_table_capacity(capacity), "{capacity} grew to {}", table.capacity());
+                capacity = table.capacity();
+            }
+        }
+    }
+
+    /// A table that held many messages shrinks as they finish, and goes when the last one does.
+    #[test]
+    fn the_table_shrinks_as_messages_finish() {
+        let mut messages = Reassembly::new();
+        for thread in 0..10_000 {
+            assert!(messages.append((thread, 0, OUT), b"x").is_none());
+        }
+        for thread in 1_000..10_000 {
+            assert_eq!(messages.take((thread, 0, OUT)), b"x");
+        }
+        let entries = 1_000 * (LEAST_CAPACITY + ALLOCATION_OVERHEAD);
+        assert!(messages.held_bytes() <= entries + table_bytes(4_000), "{}", messages.held_bytes());
+        for thread in 0..1_000 {
+            assert_eq!(messages.take((thread, 0, OUT)), b"x");
+        }
+        assert_eq!((messages.held_bytes(), messages.held.capacity()), (0, 0));
     }
 }

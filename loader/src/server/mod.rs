@@ -20,7 +20,7 @@ mod output;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use startup_common::reassembly::{ENTRY_COST, HELD_IN_ALL, HELD_PER_THREAD};
+pub use startup_common::reassembly::{HELD_IN_ALL, HELD_PER_THREAD};
 
 use files::{Files, StdinSource};
 
@@ -384,7 +384,7 @@ impl HostServer {
         std::mem::take(&mut self.given_up)
     }
 
-    /// Bytes of unfinished messages the server holds, with [`ENTRY_COST`] each: never over [`HELD_IN_ALL`].
+    /// The heap that unfinished messages take on the server, their bookkeeping included: never over [`HELD_IN_ALL`].
     pub fn held_output_bytes(&self) -> usize {
         self.context.output.held_bytes()
     }

@@ -70,6 +70,7 @@ pub fn init(options: &InitOptions) -> Result<Setup> {
             bail!("{} is the old name of {new}: rename it, then run this again", dir.join(old).display());
         }
     }
+    let has_dependency = depends_on_gpu_startup(&read_manifest(&manifest)?);
 
     let config_path = dir.join(".cargo/config.toml");
     let config = Config::parse(&read_optional(&config_path)?.unwrap_or_default(), &config_path.display().to_string())?;
@@ -96,7 +97,7 @@ pub fn init(options: &InitOptions) -> Result<Setup> {
     Ok(Setup {
         plan,
         files,
-        has_dependency: depends_on_gpu_startup(&std::fs::read_to_string(&manifest)?),
+        has_dependency,
         missing_tools: [config::LINKER, config::RUNNER]
             .into_iter()
             .filter(|tool| find_on_path(tool).is_none())
@@ -170,9 +171,15 @@ pub fn write_if_changed(path: &Path, text: &str) -> Result<FileChange> {
     Ok(change)
 }
 
+/// The crate's `Cargo.toml`, refused when it is not TOML: cargo would refuse the crate anyway, and the setup is
+/// for a crate that builds.
+fn read_manifest(path: &Path) -> Result<toml_edit::DocumentMut> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    text.parse().map_err(|error| anyhow!("{} is not valid TOML: {}", path.display(), toolchain::one_line(&error)))
+}
+
 /// Whether a manifest names `gpu-startup` among its dependencies, for any target.
-fn depends_on_gpu_startup(manifest: &str) -> bool {
-    let Ok(document) = manifest.parse::<toml_edit::DocumentMut>() else { return false };
+fn depends_on_gpu_startup(document: &toml_edit::DocumentMut) -> bool {
     let names = |table: Option<&toml_edit::Item>| table.and_then(|t| t.get("gpu-startup")).is_some();
     names(document.get("dependencies"))
         || document
@@ -236,10 +243,10 @@ mod tests {
 
     #[test]
     fn dependencies_are_found_in_every_table() {
-        assert!(depends_on_gpu_startup("[dependencies]\ngpu-startup = { path = \"x\" }\n"));
-        assert!(depends_on_gpu_startup("[target.'cfg(target_os = \"cuda\")'.dependencies]\ngpu-startup = \"0.1\"\n"));
-        assert!(!depends_on_gpu_startup("[dependencies]\nserde = \"1\"\n[dev-dependencies]\ngpu-startup = \"1\"\n"));
-        assert!(!depends_on_gpu_startup("not toml ["));
+        let depends = |manifest: &str| depends_on_gpu_startup(&manifest.parse().unwrap());
+        assert!(depends("[dependencies]\ngpu-startup = { path = \"x\" }\n"));
+        assert!(depends("[target.'cfg(target_os = \"cuda\")'.dependencies]\ngpu-startup = \"0.1\"\n"));
+        assert!(!depends("[dependencies]\nserde = \"1\"\n[dev-dependencies]\ngpu-startup = \"1\"\n"));
     }
 
     #[test]

@@ -256,6 +256,6 @@ fn a_long_write_streams_out_as_it_arrives() {
     let writes = sizes.0.lock().unwrap();
     assert!(writes.len() >= 3, "written in pieces: {writes:?}");
     assert!(writes.iter().all(|&n| n <= HELD_PER_THREAD), "a piece larger than the cap: {writes:?}");
-    assert!(most_held <= HELD_PER_THREAD + ENTRY_COST);
+    assert!(most_held <= HELD_PER_THREAD + 4096, "one message held, with its entry and a small table: {most_held}");
     assert_eq!(server.held_output_bytes(), 0);
 }
