@@ -113,7 +113,9 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
 }
 
 /// Runs the program, or the tests of a test binary; returns the exit code.
-fn run_or_test(options: &RunOptions, device: Option<usize>, args: &[OsString]) -> Result<i32, LoaderError> {
+/// Runs the image (or the test binary's tests); returns the exit code and whether every kernel the run launched has
+/// ended.
+fn run_or_test(options: &RunOptions, device: Option<usize>, args: &[OsString]) -> Result<(i32, bool), LoaderError> {
     let started = Instant::now();
     crate::launch::validate(&options.launch)?;
     let image = Image::read(&options.image)?;
@@ -122,7 +124,8 @@ fn run_or_test(options: &RunOptions, device: Option<usize>, args: &[OsString]) -
     crate::ctors::ConstructorTable::of(&image)?;
     let tests = crate::test_list::read(&image)?;
     if crate::test_list::is_test_binary(&image, &tests)? {
-        return Ok(harness::run(options, device, image.kind.platform(), tests, args));
+        // The runner launches nothing itself: its workers are processes of their own.
+        return Ok((harness::run(options, device, image.kind.platform(), tests, args), true));
     }
     crate::install_signal_handlers()?;
     let report = run_image(options, &image, started)?;
@@ -134,12 +137,12 @@ fn run_or_test(options: &RunOptions, device: Option<usize>, args: &[OsString]) -
         // The fault is the whole story: threads that panicked before it are not counted.
         RunStatus::Faulted { .. } => {
             eprintln!("gpu-loader: {}", one_line(&report.status.to_string()));
-            return Ok(report.exit_code());
+            return Ok((report.exit_code(), report.finished));
         }
         _ => {}
     }
     report_panics(&report);
-    Ok(report.exit_code())
+    Ok((report.exit_code(), report.finished))
 }
 
 /// How many threads panicked, when the startup's own message (the first thread's) does not say enough.
@@ -198,16 +201,21 @@ pub fn main(host_calls: HostCalls) -> ! {
         std::process::exit(harness::worker::serve(&options));
     }
 
-    let code = match run_or_test(&options, cli.device, &cli.args) {
-        Ok(code) => code,
+    let (code, finished) = match run_or_test(&options, cli.device, &cli.args) {
+        Ok(outcome) => outcome,
         Err(error) => {
             eprintln!("gpu-loader: {}", one_line(&error.to_string()));
-            error_exit_code(&error)
+            (error_exit_code(&error), false)
         }
     };
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
-    // Exit at once: kernels may still run after `exit` on one thread, a timeout or a signal, and the process exit
-    // is what releases the GPU from under them.
+    if !finished {
+        // Kernels may still run (after `exit` on one thread, a timeout, a signal or an error): the process's end is
+        // what releases the GPU from under them, and nothing may wait for them first. A library's exit handler
+        // would: compute-sanitizer's waits for the running kernel, which under its instrumentation can take hours.
+        // SAFETY: ends the process at once; the output was flushed above, and nothing else needs saving.
+        unsafe { libc::_exit(code) }
+    }
     std::process::exit(code);
 }
