@@ -87,9 +87,10 @@ fn a_warp_increments_together_with_one_message() {
 /// unlocks the port (`Port`'s drop) are what this checks: without either, the leader runs ahead of the lagging lanes
 /// and a lane's request or reply is lost.
 #[test]
+#[cfg_attr(miri, ignore = "real-time lags: the interpreter runs the other warp's calls for as long, which takes hours")]
 fn lagging_lanes_send_and_receive_whole_messages() {
     use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-    let rounds = scaled(12, 2) as u64;
+    let rounds = 12;
     // The warps' own ports, then one port that both warps take in turn, where a lane that lags behind its leader's
     // unlock would read the other warp's packet.
     for (block_memory, ports) in [(true, 4), (false, 1)] {
