@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -89,6 +89,25 @@ pub struct Expectation {
     pub needs_gpu: bool,
     /// What the loader reads on its stdin (without it, stdin is empty: `/dev/null`).
     pub stdin: Option<String>,
+    /// How the case is judged under compute-sanitizer (`gpu-suite --sanitize`).
+    #[serde(default)]
+    pub sanitize: UnderSanitizer,
+}
+
+/// The `[sanitize]` table of an `expect.toml`: how the case is judged when it runs under compute-sanitizer.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct UnderSanitizer {
+    /// The program faults on purpose (a trap, a bad address): memcheck must report that fault and nothing else, the
+    /// other tools nothing.
+    #[serde(default)]
+    pub faults: bool,
+    /// Replaces `stderr-matches` under the tools: one that stops a faulting kernel itself makes the driver report
+    /// another error than the hardware would.
+    pub stderr_matches: Option<Vec<String>>,
+    /// Tools that cannot run the case (by tool name, or `all`), each with the reason, which the suite prints.
+    #[serde(default)]
+    pub skip: BTreeMap<String, String>,
 }
 
 fn yes() -> bool {
@@ -110,7 +129,8 @@ impl Expectation {
         if let Some(signal) = &expectation.interrupt {
             signal_number(signal)?;
         }
-        for pattern in expectation.stdout_matches.iter().chain(&expectation.stderr_matches) {
+        let under_tools = expectation.sanitize.stderr_matches.iter().flatten();
+        for pattern in expectation.stdout_matches.iter().chain(&expectation.stderr_matches).chain(under_tools) {
             regex::Regex::new(pattern).with_context(|| format!("bad pattern {pattern:?}"))?;
         }
         Ok(expectation)
@@ -258,6 +278,8 @@ pub struct Case {
     pub name: String,
     pub target: String,
     pub image: PathBuf,
+    /// The image's kind, as the suffix of the name: empty for the program as built (PTX, an AMD code object).
+    pub kind: &'static str,
     pub expectation: Expectation,
 }
 
@@ -279,7 +301,7 @@ pub fn discover(dir: &Path, target: &str) -> Result<Vec<Case>> {
         let program = name.split('.').next().unwrap_or(name);
         let images: Vec<_> = IMAGE_KINDS
             .iter()
-            .map(|(ending, suffix)| (dir.join(format!("{program}{ending}")), suffix))
+            .map(|&(ending, suffix)| (dir.join(format!("{program}{ending}")), suffix))
             .filter(|(image, _)| image.is_file())
             .collect();
         if images.is_empty() {
@@ -289,7 +311,13 @@ pub fn discover(dir: &Path, target: &str) -> Result<Vec<Case>> {
         if expectation.runs_on(target) {
             for (image, suffix) in images {
                 let name = format!("{name}{suffix}");
-                cases.push(Case { name, target: target.to_owned(), image, expectation: expectation.clone() });
+                cases.push(Case {
+                    name,
+                    target: target.to_owned(),
+                    image,
+                    kind: suffix,
+                    expectation: expectation.clone(),
+                });
             }
         }
     }
@@ -322,22 +350,46 @@ impl Loaders {
 /// Runs a case with the loader it asks for, with a hard limit so a hanging loader cannot stall the suite. The loader
 /// runs in a new, empty working directory of the case's own (removed afterwards), where the program may create files.
 pub fn run_case(loaders: &Loaders, case: &Case) -> Result<Outcome> {
+    let limit = Duration::from_secs_f64(case.expectation.timeout.unwrap_or(0.0) + 120.0);
+    run_case_with(loaders, case, &Wrapper::default(), limit)
+}
+
+/// A program that runs the loader (compute-sanitizer with its options), and how a case's signal reaches the loader.
+#[derive(Clone, Debug, Default)]
+pub struct Wrapper {
+    /// The program and its arguments before the loader's command line; none: the loader runs itself.
+    pub command: Vec<OsString>,
+}
+
+/// Like [`run_case`], with the loader's command line after `wrapper`'s and the limit `limit`. A wrapped loader runs
+/// in a process group of its own with its wrapper: the case's signal goes to the whole group, and at the limit, or
+/// when the suite itself is interrupted ([`interrupted`]), the whole group is killed, every process the wrapper or the
+/// loader started included. (A loader that runs itself stays in the suite's group, where a terminal's Ctrl-C reaches
+/// it.)
+pub fn run_case_with(loaders: &Loaders, case: &Case, wrapper: &Wrapper, limit: Duration) -> Result<Outcome> {
     let started = Instant::now();
     let loader = loaders.for_case(&case.expectation);
-    let work_dir = WorkDir::new(&case.name)?;
+    let work_dir = process::WorkDir::new(&case.name)?;
     let image = std::path::absolute(&case.image).with_context(|| format!("no path to {}", case.image.display()))?;
     // A path with a folder in it would be taken from the new working directory; a bare name is looked up in PATH.
     let loader = if loader.components().count() > 1 { std::path::absolute(loader)? } else { loader.to_owned() };
-    let mut command = Command::new(loader);
+    let mut command = match wrapper.command.split_first() {
+        Some((program, options)) => {
+            let mut command = Command::new(program);
+            command.args(options).arg(loader);
+            command
+        }
+        None => Command::new(loader),
+    };
     command.args(case.expectation.loader_arguments(&image)).envs(&case.expectation.env).current_dir(&work_dir.0);
-    let limit = Duration::from_secs_f64(case.expectation.timeout.unwrap_or(0.0) + 120.0);
     let interrupt = match &case.expectation.interrupt {
         Some(signal) => {
             Some((Duration::from_secs_f64(case.expectation.interrupt_after.unwrap_or(1.0)), signal_number(signal)?))
         }
         None => None,
     };
-    let output = run_with_limit(command, limit, interrupt, case.expectation.stdin.as_deref())?;
+    let own_group = !wrapper.command.is_empty();
+    let output = process::run_with_limit(command, limit, interrupt, case.expectation.stdin.as_deref(), own_group)?;
     Ok(Outcome {
         exit_code: output.status.code(),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -346,83 +398,10 @@ pub fn run_case(loaders: &Loaders, case: &Case) -> Result<Outcome> {
     })
 }
 
-/// A case's working directory, removed with what the program left in it.
-struct WorkDir(PathBuf);
+mod process;
+pub mod sanitize;
 
-impl WorkDir {
-    fn new(case: &str) -> Result<Self> {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let name: String = case.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("gpu-suite-{}-{n}-{name}", std::process::id()));
-        std::fs::create_dir_all(&path).with_context(|| format!("cannot create {}", path.display()))?;
-        Ok(Self(path))
-    }
-}
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn run_with_limit(
-    mut command: Command,
-    limit: Duration,
-    mut interrupt: Option<(Duration, i32)>,
-    stdin: Option<&str>,
-) -> Result<std::process::Output> {
-    let started = Instant::now();
-    let program = Path::new(command.get_program()).display().to_string();
-    command.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot start {program}"))?;
-    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        let text = text.to_owned();
-        // A loader that stops reading (or never starts) closes the pipe: the write fails and the thread ends.
-        std::thread::spawn(move || {
-            use std::io::Write;
-            let _ = pipe.write_all(text.as_bytes());
-        });
-    }
-    let (stdout, stderr) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
-    let read = |mut pipe: Box<dyn std::io::Read + Send>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = pipe.read_to_end(&mut bytes);
-            bytes
-        })
-    };
-    let (out_reader, err_reader) = (read(Box::new(stdout)), read(Box::new(stderr)));
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if let Some((after, signal)) = interrupt
-            && started.elapsed() >= after
-        {
-            // SAFETY: sends a signal to our own child, which has not been reaped (try_wait saw it running).
-            unsafe { libc::kill(child.id() as libc::pid_t, signal) };
-            interrupt = None;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("{program} did not finish within {limit:?} and was killed");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    Ok(std::process::Output {
-        status,
-        stdout: out_reader.join().unwrap_or_default(),
-        stderr: err_reader.join().unwrap_or_default(),
-    })
-}
+pub use process::{interrupted, stop_wrapped_cases_on_signals};
 
 #[cfg(test)]
 mod tests;

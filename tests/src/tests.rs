@@ -131,6 +131,7 @@ fn a_case_runs_in_a_fresh_folder_with_its_stdin() {
         name: "prog.variant[cubin]".into(),
         target: "nvptx".into(),
         image: relative.join("prog.ptx"),
+        kind: "[cubin]",
         expectation: Expectation { stdin: stdin.map(str::to_owned), ..Expectation::parse("").unwrap() },
     };
     let outcome = run_case(&Loaders::new(relative.join("loader.sh"), None), &case(Some("typed\ninput\n"))).unwrap();
@@ -166,4 +167,36 @@ fn every_program_in_the_repository_has_valid_expectations() {
         }
     }
     assert!(count >= 25, "only {count} expectation files");
+}
+
+/// A wrapped loader (compute-sanitizer's place) runs in a process group of its own: at the case's limit every process
+/// in it is killed, those the wrapper started in the background included, and the case fails saying so.
+#[test]
+fn the_limit_kills_a_wrapped_case_whole() {
+    let dir = std::env::temp_dir().join(format!("gpu-suite-limit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("prog.ptx"), "").unwrap();
+    let pid_file = dir.join("pid");
+    // The wrapper starts a process of its own and waits, as compute-sanitizer waits for the loader it started.
+    let script = format!("sleep 300 & echo $! > {}; wait", pid_file.display());
+    let wrapper = Wrapper { command: ["sh", "-c", &script, "wrapper"].map(Into::into).to_vec() };
+    let case = Case {
+        name: "prog".into(),
+        target: "nvptx".into(),
+        image: dir.join("prog.ptx"),
+        kind: "",
+        expectation: Expectation::parse("").unwrap(),
+    };
+    let started = Instant::now();
+    let error = run_case_with(&Loaders::new("true".into(), None), &case, &wrapper, Duration::from_millis(500))
+        .unwrap_err()
+        .to_string();
+    assert!(error.starts_with("sh did not finish within 500ms and was killed"), "{error}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_owned();
+    // Killed: gone, or a zombie that nobody reaped yet (its parent, the wrapper, died with it).
+    let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')));
+    assert!(!alive, "the wrapper's own process {pid} outlived the limit");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -110,6 +110,11 @@ struct TestArgs {
     /// Only build and run the GPU suite (skip the host tests and checks).
     #[arg(long)]
     gpu_only: bool,
+    /// Run the GPU suite (the programs as built, the device test binaries among them) under compute-sanitizer's
+    /// tools instead, comma-separated (memcheck, racecheck, synccheck, initcheck); all four without a list. NVIDIA
+    /// only; implies --gpu-only and --require-gpu.
+    #[arg(long, value_name = "TOOLS", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    sanitize: Option<String>,
     /// A name filter and other options for the GPU suite (libtest's: --exact, --list, ...).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     suite_args: Vec<String>,
@@ -164,6 +169,7 @@ fn run(cli: Cli) -> Result<()> {
                 gpu_arch: args.gpu.arch.gpu_arch,
                 suite_args: args.suite_args,
                 gpu_only: args.gpu_only,
+                sanitize: args.sanitize,
             },
         ),
         Command::Run(args) => {
@@ -199,6 +205,20 @@ mod tests {
         let Command::Test(args) = cli.command else { panic!("not test") };
         assert_eq!(args.suite_args, ["rpc", "--exact"]);
         assert_eq!(args.gpu.target.targets(), [GpuTarget::Nvptx]);
+    }
+
+    #[test]
+    fn sanitize_takes_an_optional_list_of_tools() {
+        let parse = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["cargo xtask", "test"].iter().chain(args)).unwrap();
+            let Command::Test(args) = cli.command else { panic!("not test") };
+            (args.sanitize, args.suite_args)
+        };
+        assert_eq!(parse(&[]), (None, vec![]));
+        assert_eq!(parse(&["--sanitize"]), (Some(String::new()), vec![]));
+        // A filter after a bare --sanitize stays a filter.
+        assert_eq!(parse(&["--sanitize", "files"]), (Some(String::new()), vec!["files".to_owned()]));
+        assert_eq!(parse(&["--sanitize=memcheck,racecheck"]), (Some("memcheck,racecheck".to_owned()), vec![]));
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub struct TestOptions {
     pub suite_args: Vec<String>,
     /// Skip the host tests and checks: only build and run the GPU suite.
     pub gpu_only: bool,
+    /// Run the GPU suite under these compute-sanitizer tools (comma-separated; empty: all four) instead.
+    pub sanitize: Option<String>,
 }
 
 /// The program `cargo xtask test` also builds in the dev profile: constructors, destructors and printing, and the
@@ -55,6 +57,9 @@ const DEV_PROFILE_PROGRAM: &str = "init-fini";
 
 /// Builds everything, runs the host tests and the static checks, then the GPU suite on every GPU the machine has.
 pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
+    if let Some(tools) = &options.sanitize {
+        return sanitize(sh, options, tools);
+    }
     let gpus = Gpus::detect();
     if options.require_gpu && options.targets.iter().all(|&t| !gpus.has(t)) {
         bail!("--require-gpu: no GPU for {} found on this machine", target_names(&options.targets));
@@ -112,6 +117,32 @@ pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
     if !failed.is_empty() {
         bail!("the GPU suite failed on {}", failed.join(", "));
     }
+    Ok(())
+}
+
+/// `cargo xtask test --sanitize[=TOOLS]`: builds the NVIDIA images and runs the GPU suite under compute-sanitizer's
+/// tools on this machine's NVIDIA GPU; the host tests are not run (they do not run on the GPU).
+fn sanitize(sh: &Shell, options: &TestOptions, tools: &str) -> Result<()> {
+    if !Gpus::detect().nvidia {
+        bail!("--sanitize: compute-sanitizer needs an NVIDIA GPU, and none was found on this machine");
+    }
+    let images = build::build(
+        sh,
+        &BuildOptions {
+            targets: vec![GpuTarget::Nvptx],
+            gpu_arch: options.gpu_arch.clone(),
+            release: true,
+            programs: Vec::new(),
+        },
+    )?;
+    check_images(&images)?;
+    let (loader, suite) = build_host_binaries(sh)?;
+    let dir = images.first().and_then(|i| i.path.parent()).context("no images were built")?;
+    let args = &options.suite_args;
+    let sanitize = format!("--sanitize={tools}");
+    cmd!(sh, "{suite} --loader {loader} --images {dir} --target nvptx {sanitize} {args...}")
+        .run()
+        .context("the GPU suite failed under compute-sanitizer")?;
     Ok(())
 }
 
@@ -306,14 +337,21 @@ const RUN_TESTS: &str = r#"#!/bin/sh
 # Runs the GPU suite of this bundle on the GPUs of this machine; extra arguments go to gpu-suite (a name filter,
 # --exact, --list, ...). Ends with `gpu: N passed, N failed` for each GPU vendor found. Where CUDA's ptxas is on
 # PATH, each NVIDIA program also runs as a relocatable cubin (`ptxas -c`) and, with nvlink, as a linked one, both
-# made here for this machine's GPU.
+# made here for this machine's GPU. `--sanitize[=TOOLS]` runs the NVIDIA programs as built under compute-sanitizer's
+# tools instead (gpu-suite --help).
 here=$(cd "$(dirname "$0")" && pwd)
 status=0
 ran=0
+sanitize=0
+for arg in "$@"; do
+    case "$arg" in --sanitize|--sanitize=*) sanitize=1 ;; esac
+done
 if [ -e /dev/nvidiactl ] || command -v nvidia-smi >/dev/null 2>&1; then
     ran=1
     images="$here/images/nvptx"
-    if command -v ptxas >/dev/null 2>&1; then
+    if [ "$sanitize" = 1 ]; then
+        : # The tools run the programs as built: no cubins needed.
+    elif command -v ptxas >/dev/null 2>&1; then
         arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
         [ "$arch" = sm_ ] && arch=sm_90
         echo "run-tests: making cubins for $arch with $(command -v ptxas)" >&2
@@ -333,7 +371,7 @@ if [ -e /dev/nvidiactl ] || command -v nvidia-smi >/dev/null 2>&1; then
     fi
     "$here/bin/gpu-suite" --loader "$here/bin/gpu-loader" --images "$images" --target nvptx "$@" || status=1
 fi
-if [ -e /dev/kfd ]; then
+if [ -e /dev/kfd ] && [ "$sanitize" = 0 ]; then
     ran=1
     "$here/bin/gpu-suite" --loader "$here/bin/gpu-loader" --images "$here/images/amdgpu" --target amdgpu "$@" || status=1
 fi

@@ -1,0 +1,126 @@
+//! Running a case's process: in a working directory of its own, with a time limit, a signal at a set time, and (for
+//! a wrapped loader) a process group of its own that the limit or the suite's own interruption kills whole.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// Whether the suite received SIGINT or SIGTERM since [`stop_wrapped_cases_on_signals`]: the cases that run in
+/// process groups of their own (which a terminal's Ctrl-C does not reach) are then killed.
+pub fn interrupted() -> bool {
+    SUITE_INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+static SUITE_INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes SIGINT and SIGTERM set [`interrupted`] instead of ending the suite, so that the cases in process groups of
+/// their own are killed rather than left running.
+pub fn stop_wrapped_cases_on_signals() -> Result<()> {
+    extern "C" fn note(_: libc::c_int) {
+        SUITE_INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        if unsafe { libc::signal(signal, note as extern "C" fn(libc::c_int) as *const () as libc::sighandler_t) }
+            == libc::SIG_ERR
+        {
+            bail!("cannot handle signal {signal}: {}", std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A case's working directory, removed with what the program left in it.
+pub(crate) struct WorkDir(pub(crate) PathBuf);
+
+impl WorkDir {
+    pub(crate) fn new(case: &str) -> Result<Self> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let name: String = case.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("gpu-suite-{}-{n}-{name}", std::process::id()));
+        std::fs::create_dir_all(&path).with_context(|| format!("cannot create {}", path.display()))?;
+        Ok(Self(path))
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub(crate) fn run_with_limit(
+    mut command: Command,
+    limit: Duration,
+    mut interrupt: Option<(Duration, i32)>,
+    stdin: Option<&str>,
+    own_group: bool,
+) -> Result<std::process::Output> {
+    use std::os::unix::process::CommandExt;
+    let started = Instant::now();
+    let program = Path::new(command.get_program()).display().to_string();
+    command.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    if own_group {
+        // A group of its own, whose id is the child's: signals and the kill at the limit reach every process in it.
+        command.process_group(0);
+    }
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot start {program}"))?;
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        let text = text.to_owned();
+        // A loader that stops reading (or never starts) closes the pipe: the write fails and the thread ends.
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = pipe.write_all(text.as_bytes());
+        });
+    }
+    let (stdout, stderr) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
+    let read = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let (out_reader, err_reader) = (read(Box::new(stdout)), read(Box::new(stderr)));
+    let deadline = Instant::now() + limit;
+    // The child, or its whole group: `kill` takes a group as its negated id.
+    let pid = child.id() as libc::pid_t;
+    let target = if own_group { -pid } else { pid };
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if let Some((after, signal)) = interrupt
+            && started.elapsed() >= after
+        {
+            // SAFETY: sends a signal to our own child (or its group), which has not been reaped: try_wait saw it
+            // running, so neither its id nor its group's can have been reused.
+            unsafe { libc::kill(target, signal) };
+            interrupt = None;
+        }
+        let stopped = own_group && interrupted();
+        if Instant::now() >= deadline || stopped {
+            // SAFETY: as above; SIGKILL ends the child, or every process of its group.
+            unsafe { libc::kill(target, libc::SIGKILL) };
+            let _ = child.wait();
+            if stopped {
+                bail!("the suite was interrupted: {program}'s process group was killed");
+            }
+            bail!("{program} did not finish within {limit:?} and was killed");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    Ok(std::process::Output {
+        status,
+        stdout: out_reader.join().unwrap_or_default(),
+        stderr: err_reader.join().unwrap_or_default(),
+    })
+}
