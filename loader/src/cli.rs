@@ -208,14 +208,10 @@ pub fn main(host_calls: HostCalls) -> ! {
             (error_exit_code(&error), false)
         }
     };
+    if !finished {
+        crate::run::exit_at_once(code);
+    }
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
-    if !finished {
-        // Kernels may still run (after `exit` on one thread, a timeout, a signal or an error): the process's end is
-        // what releases the GPU from under them, and nothing may wait for them first. A library's exit handler
-        // would: compute-sanitizer's waits for the running kernel, which under its instrumentation can take hours.
-        // SAFETY: ends the process at once; the output was flushed above, and nothing else needs saving.
-        unsafe { libc::_exit(code) }
-    }
     std::process::exit(code);
 }

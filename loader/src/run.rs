@@ -92,6 +92,19 @@ impl RunOptions {
     }
 }
 
+/// Ends the process at once with `code`, once stdout and stderr are flushed: for a process whose kernels may still
+/// run (after `exit` on one thread, a timeout, a signal, a fault or an error). The process's end is what releases the
+/// GPU from under them, and nothing may wait for them first, as a library's exit handler would: compute-sanitizer's
+/// waits for the running kernel, which under its instrumentation can take hours.
+pub fn exit_at_once(code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: ends the process without running exit handlers; the output was flushed above, and nothing else needs
+    // saving.
+    unsafe { libc::_exit(code) }
+}
+
 /// Makes SIGINT and SIGTERM stop a run promptly (exit 130 and 143) instead of killing the loader mid-output.
 pub fn install_signal_handlers() -> Result<()> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

@@ -68,7 +68,7 @@ fn run_tests<B: Backend>(backend: B, gpus: u32, options: &RunOptions, arguments:
         Report::Finished(result.clone()).write(&mut io::stdout().lock()).map_err(reply_failed)?;
         if result.worker_ends {
             // Kernels may still run, or the context is broken: tearing it down here could wait for them for ever.
-            std::process::exit(0);
+            crate::run::exit_at_once(0);
         }
     }
     // The runner is done: the process exit releases the GPU faster than tearing everything down first.
