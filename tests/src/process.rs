@@ -101,9 +101,15 @@ pub(crate) fn run_with_limit(
         if let Some((after, signal)) = interrupt
             && started.elapsed() >= after
         {
-            // SAFETY: sends a signal to our own child (or its group), which has not been reaped: try_wait saw it
-            // running, so neither its id nor its group's can have been reused.
-            unsafe { libc::kill(target, signal) };
+            // A wrapper passes the signal on to the loader it started, where the case's signal is meant to land: a
+            // wrapper that gets it itself may end by it (compute-sanitizer does, with no report).
+            let loaders = if own_group { children_of(pid) } else { Vec::new() };
+            for &process in if loaders.is_empty() { std::slice::from_ref(&target) } else { &loaders[..] } {
+                // SAFETY: sends a signal to our own child (or its group, or a child of it): the child has not been
+                // reaped (try_wait saw it running), so neither its id nor its group's can have been reused, and its
+                // children are still its own.
+                unsafe { libc::kill(process, signal) };
+            }
             interrupt = None;
         }
         let stopped = own_group && interrupted();
@@ -123,4 +129,32 @@ pub(crate) fn run_with_limit(
         stdout: out_reader.join().unwrap_or_default(),
         stderr: err_reader.join().unwrap_or_default(),
     })
+}
+
+/// The processes whose parent is `parent`, from `/proc`; none where it cannot be read.
+fn children_of(parent: libc::pid_t) -> Vec<libc::pid_t> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<libc::pid_t>().ok())
+        .filter(|&pid| {
+            // `/proc/PID/stat`: the pid, the command in parentheses (which may hold any byte), the state, the parent.
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok()) == Some(parent)
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    /// A process's children are found through `/proc`, and nothing else is.
+    #[test]
+    fn children_are_found_by_their_parent() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let found = super::children_of(std::process::id() as libc::pid_t);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(found.contains(&(child.id() as libc::pid_t)), "{found:?}");
+        assert!(!found.contains(&(std::process::id() as libc::pid_t)));
+    }
 }

@@ -310,6 +310,10 @@ fn integration_test_expectations(report: &str) -> Result<Expectations> {
     table.insert("stdout-lines".into(), toml::Value::Integer(report.lines().count() as i64));
     // A worker per GPU, replaced twice (after the timeout and the trap): a hang guard, not a benchmark.
     table.insert("max-seconds".into(), toml::Value::Float(60.0));
+    // One of its tests traps: under compute-sanitizer's memcheck that fault is expected (docs/sanitizers.md).
+    let mut sanitize = toml::Table::new();
+    sanitize.insert("faults".into(), toml::Value::Boolean(true));
+    table.insert("sanitize".into(), toml::Value::Table(sanitize));
     let text = format!(
         "# `cargo test --test {INTEGRATION_TEST}` as {TESTING_PAGE} shows it: each line of its report.\n{}",
         toml::to_string_pretty(&table)?
