@@ -94,8 +94,8 @@ impl RunOptions {
 
 /// Ends the process at once with `code`, once stdout and stderr are flushed: for a process whose kernels may still
 /// run (after `exit` on one thread, a timeout, a signal, a fault or an error). The process's end is what releases the
-/// GPU from under them, and nothing may wait for them first, as a library's exit handler would: compute-sanitizer's
-/// waits for the running kernel, which under its instrumentation can take hours.
+/// GPU from under them, and nothing may wait for them first, as a library's exit handler may: under compute-sanitizer
+/// a loader that left through `exit` with its kernel running stayed alive, busy, after the sanitizer had ended.
 pub fn exit_at_once(code: i32) -> ! {
     use std::io::Write;
     let _ = std::io::stdout().flush();
