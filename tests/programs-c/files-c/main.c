@@ -81,20 +81,39 @@ GPU_DESTRUCTOR(101, check_log) {
     fclose(log);
 }
 
-/* Every thread: a file of its own, written, read back and removed; then its line in the log. */
+/* Every thread: a file of its own, written, read back and removed; then its line in the log. A failed step says
+   which it was, errno, and what was read. */
 static int own_file_and_log(unsigned index) {
-    char name[32], expected[64], line[64];
+    char name[32], expected[64], line[64] = "", more[64] = "";
     snprintf(name, sizeof name, "c-thread-%u.txt", index);
     FILE *file = fopen(name, "w");
     if (!file || fprintf(file, "thread %u was here\n", index) < 0 || fclose(file) != 0) {
         perror(name);
         return 1;
     }
-    file = fopen(name, "r");
     snprintf(expected, sizeof expected, "thread %u was here\n", index);
-    if (!file || !fgets(line, sizeof line, file) || !same(line, expected) || fgets(line, sizeof line, file) ||
-        !feof(file) || fclose(file) != 0 || remove(name) != 0) {
-        printf("thread %u: reading back %s failed: %s\n", index, name, strerror(errno));
+    const char *step = 0;
+    file = fopen(name, "r");
+    if (!file) {
+        step = "fopen";
+    } else if (!fgets(line, sizeof line, file)) {
+        step = "the first fgets";
+    } else if (!same(line, expected)) {
+        step = "the line's text";
+    } else if (fgets(more, sizeof more, file)) {
+        step = "the second fgets (it read more)";
+    } else if (!feof(file)) {
+        step = "feof after the last line";
+    }
+    if (file && fclose(file) != 0 && !step) {
+        step = "fclose";
+    }
+    if (!step && remove(name) != 0) {
+        step = "remove";
+    }
+    if (step) {
+        printf("thread %u: reading back %s failed at %s: %s; read \"%s\", then \"%s\"\n", index, name, step,
+               strerror(errno), line, more);
         return 1;
     }
     return fprintf(log_file, "thread %u: %s\n", index, PADDING) < 0;
