@@ -3,7 +3,7 @@
 //!   the target's headings) and on file paths in code spans (`` `loader/src/run.rs` ``) that lead nowhere in the
 //!   repository;
 //! - the words in [`FORBIDDEN`], which speak of how the work was done rather than of the project;
-//! - modules of a crate that refer to each other (`cycles`).
+//! - files or folders of a crate whose modules refer to each other (`cycles`).
 //!
 //! It reads the files git knows (tracked, or new and not ignored), so it checks a change before it is committed. It
 //! runs as a test: `cargo test -p xtask tidy`, part of `cargo xtask test`.

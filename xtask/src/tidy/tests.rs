@@ -112,7 +112,9 @@ fn modules_that_refer_to_each_other_are_a_cycle() {
     ]);
     assert_eq!(
         problems,
-        ["k/src/a.rs:1: modules a, b, c of `k/src` refer to each other: move what they share into a module of its own"]
+        ["k/src/a.rs:1: modules a, b, c of `k/src` refer to each other (a -> b (`crate::b::B` at a.rs:1), b -> c \
+             (`super::c::g` at b.rs:2), c -> a (`crate::a::A` at c/mod.rs:1)): move what they share into a module of \
+             its own"]
     );
 }
 
@@ -139,8 +141,47 @@ fn a_child_that_refers_to_its_parent_which_refers_back_is_a_cycle() {
     ]);
     assert_eq!(
         problems,
-        [
-            "k/src/a/mod.rs:1: modules a, a::inner of `k/src` refer to each other: move what they share into a module of its own"
-        ]
+        ["k/src/a/mod.rs:1: modules a, a::inner of `k/src` refer to each other (a -> a::inner (`self::inner::g` at \
+             a/mod.rs:2), a::inner -> a (`super::h` at a/inner.rs:1)): move what they share into a module of its own"]
+    );
+}
+
+#[test]
+fn a_file_and_a_folder_whose_modules_refer_to_each_other_are_a_cycle() {
+    // `a` names `b`'s parent and `b::inner` names `a`: no two modules name each other, but the file `a.rs` and the
+    // folder `b/` do.
+    let problems = crate_with(&[
+        ("k/src/a.rs", "pub struct A;\nfn f() { crate::b::reset() }\n"),
+        ("k/src/b/mod.rs", "mod inner;\npub fn reset() {}\n"),
+        ("k/src/b/inner.rs", "// Runs on [`crate::c`].\nuse crate::a::A;\n"),
+        ("k/src/c.rs", "use crate::b::reset;\n"),
+    ]);
+    assert_eq!(
+        problems,
+        ["k/src/a.rs:1: modules a, b of `k/src` refer to each other (a -> b (`crate::b::reset` at a.rs:2), b -> a \
+             (`crate::a::A` at b/inner.rs:2)): move what they share into a module of its own"]
+    );
+    // Folders side by side deeper in the crate are held to the same.
+    let problems = crate_with(&[
+        ("k/src/a/mod.rs", "mod x;\nmod y;\n"),
+        ("k/src/a/x.rs", "use super::y::deep::D;\npub struct X;\n"),
+        ("k/src/a/y/mod.rs", "mod deep;\n"),
+        ("k/src/a/y/deep.rs", "pub struct D;\nfn f(_: super::super::x::X) {}\n"),
+    ]);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].starts_with("k/src/a/x.rs:1: modules a::x, a::y of `k/src`"), "{problems:?}");
+}
+
+#[test]
+fn paths_in_use_groups_are_references() {
+    let problems = crate_with(&[
+        ("k/src/a.rs", "use crate::{\n    c::C,\n    b::{self, B},\n};\n"),
+        ("k/src/b.rs", "pub struct B;\nuse super::{a::*};\n"),
+        ("k/src/c.rs", "pub struct C;\n"),
+    ]);
+    assert_eq!(
+        problems,
+        ["k/src/a.rs:1: modules a, b of `k/src` refer to each other (a -> b (`crate::{c::C,b::{self,B},}` at \
+             a.rs:1), b -> a (`super::{a::*}` at b.rs:2)): move what they share into a module of its own"]
     );
 }
