@@ -1,3 +1,5 @@
+//! The suite commands' tests: size arguments, and the bundle's script run against stand-in tools.
+
 use super::*;
 
 #[test]
