@@ -1,6 +1,9 @@
 //! The nvptx bitcode linker: what rustc runs to link every nvptx image (linker flavor `llbc`), standing in for
 //! rustup's `llvm-bitcode-linker` component, which cannot be installed for the pinned toolchain.
 //! `src/bin/gpu-bitcode-linker.rs` is its command-line shell; `cargo xtask` links the C programs with it too.
+//!
+//! Over 500 lines: one pipeline from rustc's command line to PTX (arguments, inputs, `llvm-link`, `opt`, `llc`), with
+//! its tests.
 
 use std::ffi::OsString;
 use std::io::Read;

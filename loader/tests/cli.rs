@@ -1,6 +1,7 @@
 //! `gpu-loader` on bad inputs: every one must end fast with a non-zero exit and one line on stderr that names the
-//! problem, never a panic or a hang. Each case runs the real binary under a watchdog; the file is one short test per
-//! bad input, so its length follows that list.
+//! problem, never a panic or a hang. Each case runs the real binary under a watchdog.
+//!
+//! Over 500 lines: one short test per bad input, so the file's length follows that list.
 //!
 //! Most cases fail before the loader opens a GPU, so they give the same answer on every machine. The ones that get
 //! past every static check (a valid image, non-UTF-8 arguments, a huge environment, a PTX syntax error that only the

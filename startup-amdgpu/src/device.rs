@@ -1,3 +1,7 @@
+//! The AMD startup itself, built for `amdgcn-amd-amdhsa` only: [`Amdgpu`], the [`startup_common::Gpu`] of a wave64
+//! thread from LLVM's AMDGPU intrinsics, the program's runtime (`target_runtime!`) and the kernels `_begin`,
+//! `_start` and `_end`.
+
 use core::ffi::{c_char, c_int, c_void};
 
 use core::ptr::NonNull;

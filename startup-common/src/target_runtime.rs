@@ -73,7 +73,7 @@ macro_rules! target_runtime {
             stream: *mut $crate::stdio::File,
         ) -> ::core::ffi::c_int {
             // SAFETY: the caller passes a C string, as `fputs` requires.
-            unsafe { $crate::stdio::functions::fputs(&RUNTIME, text, stream) }
+            unsafe { $crate::stdio::functions::fputs(RUNTIME.client(), text, stream) }
         }
 
         /// C's `fwrite`: `size * count` bytes as one piece; `count`, or 0 on an error.
@@ -88,7 +88,7 @@ macro_rules! target_runtime {
             stream: *mut $crate::stdio::File,
         ) -> usize {
             // SAFETY: the caller guarantees `size * count` readable bytes at `data`.
-            unsafe { $crate::stdio::functions::fwrite(&RUNTIME, data, size, count, stream) }
+            unsafe { $crate::stdio::functions::fwrite(RUNTIME.client(), data, size, count, stream) }
         }
 
         /// C's `fread`: the number of whole items read.
@@ -103,7 +103,7 @@ macro_rules! target_runtime {
             stream: *mut $crate::stdio::File,
         ) -> usize {
             // SAFETY: the caller guarantees room for `size * count` bytes at `data`.
-            unsafe { $crate::stdio::functions::fread(&RUNTIME, data, size, count, stream) }
+            unsafe { $crate::stdio::functions::fread(RUNTIME.client(), data, size, count, stream) }
         }
 
         /// C's `fopen`: the stream, or null with `errno` set.
@@ -116,13 +116,13 @@ macro_rules! target_runtime {
             mode: *const ::core::ffi::c_char,
         ) -> *mut $crate::stdio::File {
             // SAFETY: the caller passes C strings.
-            unsafe { $crate::stdio::functions::fopen(&RUNTIME, path, mode) }
+            unsafe { $crate::stdio::functions::fopen(RUNTIME.client(), path, mode) }
         }
 
         /// C's `fclose`.
         #[unsafe(no_mangle)]
         pub extern "C" fn fclose(stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
-            $crate::stdio::functions::fclose(&RUNTIME, stream)
+            $crate::stdio::functions::fclose(RUNTIME.client(), stream)
         }
 
         /// C's `fgets`: one line, at most `size - 1` bytes, and a NUL.
@@ -136,49 +136,49 @@ macro_rules! target_runtime {
             stream: *mut $crate::stdio::File,
         ) -> *mut ::core::ffi::c_char {
             // SAFETY: the caller guarantees room for `size` bytes.
-            unsafe { $crate::stdio::functions::fgets(&RUNTIME, buffer, size, stream) }
+            unsafe { $crate::stdio::functions::fgets(RUNTIME.client(), buffer, size, stream) }
         }
 
         /// C's `fputc`.
         #[unsafe(no_mangle)]
         pub extern "C" fn fputc(character: ::core::ffi::c_int, stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
-            $crate::stdio::functions::fputc(&RUNTIME, character, stream)
+            $crate::stdio::functions::fputc(RUNTIME.client(), character, stream)
         }
 
         /// C's `putc`, as `fputc`.
         #[unsafe(no_mangle)]
         pub extern "C" fn putc(character: ::core::ffi::c_int, stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
-            $crate::stdio::functions::fputc(&RUNTIME, character, stream)
+            $crate::stdio::functions::fputc(RUNTIME.client(), character, stream)
         }
 
         /// C's `putchar`, as `fputc` on stdout.
         #[unsafe(no_mangle)]
         pub extern "C" fn putchar(character: ::core::ffi::c_int) -> ::core::ffi::c_int {
-            $crate::stdio::functions::fputc(&RUNTIME, character, &$crate::stdio::STDOUT as *const _ as *mut _)
+            $crate::stdio::functions::fputc(RUNTIME.client(), character, &$crate::stdio::STDOUT as *const _ as *mut _)
         }
 
         /// C's `fgetc`.
         #[unsafe(no_mangle)]
         pub extern "C" fn fgetc(stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
-            $crate::stdio::functions::fgetc(&RUNTIME, stream)
+            $crate::stdio::functions::fgetc(RUNTIME.client(), stream)
         }
 
         /// C's `getc`, as `fgetc`.
         #[unsafe(no_mangle)]
         pub extern "C" fn getc(stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
-            $crate::stdio::functions::fgetc(&RUNTIME, stream)
+            $crate::stdio::functions::fgetc(RUNTIME.client(), stream)
         }
 
         /// C's `getchar`, as `fgetc` on stdin.
         #[unsafe(no_mangle)]
         pub extern "C" fn getchar() -> ::core::ffi::c_int {
-            $crate::stdio::functions::fgetc(&RUNTIME, &$crate::stdio::STDIN as *const _ as *mut _)
+            $crate::stdio::functions::fgetc(RUNTIME.client(), &$crate::stdio::STDIN as *const _ as *mut _)
         }
 
         /// C's `fflush` (every open file for null).
         #[unsafe(no_mangle)]
         pub extern "C" fn fflush(stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
-            $crate::stdio::functions::fflush(&RUNTIME, stream)
+            $crate::stdio::functions::fflush(RUNTIME.client(), stream)
         }
 
         /// C's `feof`.
@@ -206,19 +206,19 @@ macro_rules! target_runtime {
             offset: ::core::ffi::c_long,
             whence: ::core::ffi::c_int,
         ) -> ::core::ffi::c_int {
-            $crate::stdio::functions::fseek(&RUNTIME, stream, offset, whence)
+            $crate::stdio::functions::fseek(RUNTIME.client(), stream, offset, whence)
         }
 
         /// C's `ftell`.
         #[unsafe(no_mangle)]
         pub extern "C" fn ftell(stream: *mut $crate::stdio::File) -> ::core::ffi::c_long {
-            $crate::stdio::functions::ftell(&RUNTIME, stream)
+            $crate::stdio::functions::ftell(RUNTIME.client(), stream)
         }
 
         /// C's `rewind`.
         #[unsafe(no_mangle)]
         pub extern "C" fn rewind(stream: *mut $crate::stdio::File) {
-            $crate::stdio::functions::rewind(&RUNTIME, stream)
+            $crate::stdio::functions::rewind(RUNTIME.client(), stream)
         }
 
         /// C's `remove`: a file or an empty directory.
@@ -228,7 +228,7 @@ macro_rules! target_runtime {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn remove(path: *const ::core::ffi::c_char) -> ::core::ffi::c_int {
             // SAFETY: the caller passes a C string.
-            unsafe { $crate::stdio::functions::remove(&RUNTIME, path) }
+            unsafe { $crate::stdio::functions::remove(RUNTIME.client(), path) }
         }
 
         /// C's `rename`.
@@ -241,7 +241,7 @@ macro_rules! target_runtime {
             to: *const ::core::ffi::c_char,
         ) -> ::core::ffi::c_int {
             // SAFETY: the caller passes C strings.
-            unsafe { $crate::stdio::functions::rename(&RUNTIME, from, to) }
+            unsafe { $crate::stdio::functions::rename(RUNTIME.client(), from, to) }
         }
 
         /// C's `getenv`, from the program's environment.
@@ -250,8 +250,9 @@ macro_rules! target_runtime {
         /// `name` must point to a NUL-terminated string.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn getenv(name: *const ::core::ffi::c_char) -> *mut ::core::ffi::c_char {
-            // SAFETY: the caller passes a C string.
-            unsafe { $crate::stdio::functions::getenv(&RUNTIME, name) }
+            // SAFETY: the caller passes a C string; `envp` is the loader's environment, whose strings live as long as
+            // the program.
+            unsafe { $crate::stdio::functions::getenv(RUNTIME.envp(), name) }
         }
 
         /// C's `perror`.
@@ -261,7 +262,7 @@ macro_rules! target_runtime {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn perror(prefix: *const ::core::ffi::c_char) {
             // SAFETY: the caller passes null or a C string.
-            unsafe { $crate::stdio::functions::perror(&RUNTIME, prefix) }
+            unsafe { $crate::stdio::functions::perror(RUNTIME.client(), prefix) }
         }
 
         /// C's `strerror`.

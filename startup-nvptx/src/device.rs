@@ -1,3 +1,7 @@
+//! The NVIDIA startup itself, built for `nvptx64-nvidia-cuda` only: [`Nvptx`], the [`startup_common::Gpu`] of a
+//! thread from inline PTX, the program's runtime (`target_runtime!`), the constructor and destructor arrays' bounds
+//! and the kernels `_begin`, `_start` and `_end`.
+
 use core::arch::asm;
 use core::arch::nvptx;
 

@@ -1,6 +1,7 @@
-//! `gpu-bench --images DIR --loader PATH [--test-loader PATH] [--repeat N] [--json FILE]`: the startup and the RPC
-//! channel measured against bare baselines in the same run, on an NVIDIA GPU. `cargo xtask bench` and the bundle's
-//! `bench` script run it; `docs/performance.md` keeps the latest results and what they mean.
+//! `gpu-bench --images DIR --loader PATH [--test-loader PATH] [--repeat N] [--json FILE] [--markdown FILE]
+//! [--commit C]`: the startup and the RPC channel measured against bare baselines in the same run, on an NVIDIA GPU.
+//! `cargo xtask bench` and the bundle's `bench` script run it; `docs/performance.md` holds the results of one run as
+//! it prints them (`cargo xtask bench --write-docs` writes them there) and what they mean.
 //!
 //! Every number is a median over repeated runs, with min and max; the baselines run in the same process (or, for
 //! whole-process timings, the same machine) right next to what they are compared with.
@@ -53,6 +54,12 @@ struct Cli {
     /// Also write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also write the results as Markdown here, as `docs/performance.md` shows them.
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+    /// The commit the images and binaries were built from, for the results' heading.
+    #[arg(long)]
+    commit: Option<String>,
     /// Run only the benchmarks whose name contains this.
     #[arg(long)]
     only: Option<String>,
@@ -146,9 +153,18 @@ fn benchmarks(cli: &Cli) -> Result<()> {
     if wanted("heap-throughput heap-throughput-8mib") {
         rows.extend(heap::heap_throughput(&images, repeat.min(3))?);
     }
-    report::print_table(&rows);
+    let date = report::utc_date(std::time::SystemTime::now());
+    let commit = cli.commit.as_deref().map_or("an unnamed commit".to_owned(), |commit| format!("commit `{commit}`"));
+    let only = cli.only.as_deref().map_or(String::new(), |only| format!(" --only {only}"));
+    let heading = format!("{device}, {commit}, {date} (UTC): `gpu-bench --repeat {repeat}{only}`.");
+    let markdown = report::markdown(&heading, &rows);
+    println!("\n{markdown}");
+    if let Some(path) = &cli.markdown {
+        std::fs::write(path, &markdown)?;
+        println!("gpu-bench: wrote {}", path.display());
+    }
     if let Some(path) = &cli.json {
-        let json = serde_json::json!({ "device": device, "results": rows });
+        let json = serde_json::json!({ "device": device, "commit": cli.commit, "date": date, "results": rows });
         std::fs::write(path, serde_json::to_string_pretty(&json)?)?;
         println!("gpu-bench: wrote {}", path.display());
     }

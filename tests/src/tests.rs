@@ -1,3 +1,6 @@
+//! The suite's tests: `expect.toml` parses and each of its checks can fail, and a case runs as its expectations
+//! say.
+
 use super::*;
 
 fn outcome(code: i32, stdout: &str, stderr: &str) -> Outcome {

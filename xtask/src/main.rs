@@ -42,6 +42,10 @@ enum Command {
     Bench {
         #[command(flatten)]
         arch: ArchArg,
+        /// Write the run's results, with the commit and the date, into docs/performance.md's "Latest results"
+        /// (every benchmark runs: not with --only).
+        #[arg(long)]
+        write_docs: bool,
         /// Options for gpu-bench (--repeat N, --only NAME).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         bench_args: Vec<String>,
@@ -183,7 +187,9 @@ fn run(cli: Cli) -> Result<()> {
             xtask::suite::build_host_binaries(&sh)?;
             xtask::out_of_tree::check(&sh, xtask::gpus::Gpus::detect()).map(drop)
         }
-        Command::Bench { arch, bench_args } => xtask::suite::bench(&sh, arch.gpu_arch, &bench_args),
+        Command::Bench { arch, write_docs, bench_args } => {
+            xtask::suite::bench(&sh, arch.gpu_arch, write_docs, &bench_args)
+        }
     }
 }
 

@@ -19,8 +19,12 @@ pub fn build_host_binaries(sh: &Shell) -> Result<(PathBuf, PathBuf)> {
 }
 
 /// `cargo xtask bench`: the benchmarks on this machine's NVIDIA GPU; the table on stdout, JSON in
-/// `target/bench.json`.
-pub fn bench(sh: &Shell, gpu_arch: Option<String>, bench_args: &[String]) -> Result<()> {
+/// `target/bench.json`, Markdown in `target/bench.md`. With `write_docs`, the Markdown (the results of this one run,
+/// headed by the GPU, the commit and the date) becomes the "Latest results" of `docs/performance.md`.
+pub fn bench(sh: &Shell, gpu_arch: Option<String>, write_docs: bool, bench_args: &[String]) -> Result<()> {
+    if write_docs && bench_args.iter().any(|arg| arg.starts_with("--only")) {
+        bail!("--write-docs puts one whole run in docs/performance.md: leave out --only");
+    }
     if !Gpus::detect().nvidia {
         bail!("the benchmarks need an NVIDIA GPU, and none was found on this machine");
     }
@@ -33,8 +37,33 @@ pub fn bench(sh: &Shell, gpu_arch: Option<String>, bench_args: &[String]) -> Res
     let root = crate::project_root();
     let bench = root.join("target/release/gpu-bench");
     let json = root.join("target/bench.json");
-    cmd!(sh, "{bench} --images {dir} --loader {loader} --json {json} {bench_args...}").run()?;
+    let markdown = root.join("target/bench.md");
+    let commit = cmd!(sh, "git describe --always --dirty --abbrev=7").read()?;
+    cmd!(
+        sh,
+        "{bench} --images {dir} --loader {loader} --json {json} --markdown {markdown} --commit {commit} {bench_args...}"
+    )
+    .run()?;
+    if write_docs {
+        let docs = root.join("docs/performance.md");
+        let page = std::fs::read_to_string(&docs)?;
+        let results = std::fs::read_to_string(&markdown)?;
+        std::fs::write(&docs, with_latest_results(&page, &results)?)?;
+        println!("wrote the results into {}", docs.display());
+    }
     Ok(())
+}
+
+/// The heading of the section of `docs/performance.md` that holds one run's results as `gpu-bench` writes them.
+const LATEST_RESULTS: &str = "## Latest results\n";
+
+/// `page` with the body of its "Latest results" section (up to the next heading of its level) replaced by `results`.
+fn with_latest_results(page: &str, results: &str) -> Result<String> {
+    let start = page.find(LATEST_RESULTS).context("docs/performance.md has no \"## Latest results\" section")?
+        + LATEST_RESULTS.len();
+    let end = page[start..].find("\n## ").map_or(page.len(), |at| start + at + 1);
+    let gap = if end < page.len() { "\n\n" } else { "\n" };
+    Ok(format!("{}\n{}{gap}{}", &page[..start], results.trim_end(), &page[end..]))
 }
 
 /// Options of `cargo xtask test`.

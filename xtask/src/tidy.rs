@@ -3,7 +3,8 @@
 //!   the target's headings) and on file paths in code spans (`` `loader/src/run.rs` ``) that lead nowhere in the
 //!   repository;
 //! - the words in [`FORBIDDEN`], which speak of how the work was done rather than of the project;
-//! - modules of a crate that refer to each other (`cycles`).
+//! - files or folders of a crate whose modules refer to each other (`cycles`);
+//! - Rust files without a `//!` header, or of more than 500 lines without a reason in it (`sources`).
 //!
 //! It reads the files git knows (tracked, or new and not ignored), so it checks a change before it is committed. It
 //! runs as a test: `cargo test -p xtask tidy`, part of `cargo xtask test`.
@@ -15,6 +16,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 mod cycles;
+mod sources;
 
 /// Phrases that describe how the work was organised, not what the project is or does, and what to write instead.
 /// Case-insensitive; `\s+` between words also matches a line break with the next line's comment marker. A match in
@@ -136,6 +138,7 @@ fn check(repo: &Repo) -> Vec<Problem> {
         if let Some(prose) = prose(path, text) {
             problems.extend(dead_links(repo, path, &prose));
         }
+        problems.extend(sources::source_file(path, text));
     }
     problems.extend(cycles::module_cycles(repo));
     problems.sort();

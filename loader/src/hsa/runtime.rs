@@ -1,8 +1,10 @@
 //! The checked-call layer over the bindgen bindings ([`sys`](super::sys)), as cudarc's `result` is over its `sys`:
 //! the runtime opened once per process ([`runtime`]), and each `hsa_*` call the backend makes as a method of
 //! [`Runtime`] that returns `Result<_, HsaError>`, its status decoded once, where it failed. Out-parameters become
-//! return values; callers never see an `hsa_status_t`. The file is one short method per runtime function the loader
-//! calls, each with its safety contract, so its length follows that list.
+//! return values; callers never see an `hsa_status_t`.
+//!
+//! Over 500 lines: one short method per runtime function the loader calls, each with its safety contract, so the
+//! file's length follows that list.
 
 use std::ffi::{CStr, c_void};
 use std::sync::OnceLock;

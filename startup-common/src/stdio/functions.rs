@@ -8,7 +8,7 @@ use crate::errno;
 use crate::files::{self, OpenFlags, ReadMode, RemoveKind, Whence};
 use crate::gpu::Gpu;
 use crate::io::{self, Destination, c_string_bytes};
-use crate::startup::Runtime;
+use crate::rpc::Client;
 
 /// C's `EOF`.
 pub const EOF: c_int = -1;
@@ -24,12 +24,12 @@ fn fail<G: Gpu, T>(error: c_int, value: T) -> T {
 ///
 /// # Safety
 /// `path` and `mode` are C strings.
-pub unsafe fn fopen<G: Gpu>(runtime: &Runtime<G>, path: *const c_char, mode: *const c_char) -> *mut File {
+pub unsafe fn fopen<G: Gpu>(client: &Client<G>, path: *const c_char, mode: *const c_char) -> *mut File {
     // SAFETY: the caller passes C strings.
     let (path, mode) = unsafe { (c_string_bytes(path), c_string_bytes(mode)) };
     let Some(flags) = OpenFlags::from_c_mode(mode) else { return fail::<G, _>(errno::EINVAL, core::ptr::null_mut()) };
     let Some(file) = File::claim() else { return fail::<G, _>(errno::EMFILE, core::ptr::null_mut()) };
-    match files::open(runtime.client(), path, flags) {
+    match files::open(client, path, flags) {
         Ok(handle) => {
             let readable = if flags.contains(OpenFlags::READ) { READABLE } else { 0 };
             let writable = if flags.contains(OpenFlags::WRITE) { WRITABLE } else { 0 };
@@ -45,13 +45,13 @@ pub unsafe fn fopen<G: Gpu>(runtime: &Runtime<G>, path: *const c_char, mode: *co
 
 /// C's `fclose`: 0, or `EOF` with `errno` set (the host's write error; the stream is closed either way). Closing a
 /// standard stream does nothing and returns 0.
-pub fn fclose<G: Gpu>(runtime: &Runtime<G>, file: *mut File) -> c_int {
+pub fn fclose<G: Gpu>(client: &Client<G>, file: *mut File) -> c_int {
     let Some(file) = File::resolve(file) else { return fail::<G, _>(errno::EBADF, EOF) };
     if file.target().is_ok_and(|target| !matches!(target, Target::File(_))) {
         return 0;
     }
     let Some(handle) = file.begin_close() else { return fail::<G, _>(errno::EBADF, EOF) };
-    let closed = files::close(runtime.client(), handle);
+    let closed = files::close(client, handle);
     file.release();
     match closed {
         Ok(()) => 0,
@@ -75,7 +75,7 @@ fn usable<G: Gpu>(file: *mut File, access: u32) -> Option<(&'static File, Target
 /// Reads into `buffer` from `handle` until it is full, a line ends (in [`ReadMode::Line`]), or the stream ends or
 /// fails, setting the stream's indicators and `errno`; the number of bytes read, and whether a read failed.
 fn read_fully<G: Gpu>(
-    runtime: &Runtime<G>,
+    client: &Client<G>,
     file: &File,
     handle: u64,
     buffer: &mut [u8],
@@ -83,7 +83,7 @@ fn read_fully<G: Gpu>(
 ) -> (usize, bool) {
     let mut done = 0;
     while done < buffer.len() {
-        match files::read(runtime.client(), handle, &mut buffer[done..], mode) {
+        match files::read(client, handle, &mut buffer[done..], mode) {
             Ok(0) => {
                 file.set(END_OF_FILE);
                 break;
@@ -119,7 +119,7 @@ fn item_bytes<G: Gpu>(size: usize, count: usize) -> Option<usize> {
 /// # Safety
 /// `data` has room for `size * count` bytes.
 pub unsafe fn fread<G: Gpu>(
-    runtime: &Runtime<G>,
+    client: &Client<G>,
     data: *mut c_void,
     size: usize,
     count: usize,
@@ -130,7 +130,7 @@ pub unsafe fn fread<G: Gpu>(
     let Some(handle) = target.read_handle() else { return 0 };
     // SAFETY: the caller guarantees room for `size * count` bytes at `data`.
     let buffer = unsafe { core::slice::from_raw_parts_mut(data.cast::<u8>(), total) };
-    read_fully(runtime, file, handle, buffer, ReadMode::Bytes).0 / size
+    read_fully(client, file, handle, buffer, ReadMode::Bytes).0 / size
 }
 
 /// The stream behind `file` and where what is written to it goes, if it may be written; otherwise sets `errno`.
@@ -145,9 +145,9 @@ pub(crate) fn output_of<G: Gpu>(file: *mut File) -> Option<(&'static File, Desti
 
 /// Writes `bytes` to the stream as one piece; whether the host took them (otherwise the error indicator and `errno`
 /// are set).
-fn write_bytes<G: Gpu>(runtime: &Runtime<G>, file: *mut File, bytes: &[u8]) -> bool {
+fn write_bytes<G: Gpu>(client: &Client<G>, file: *mut File, bytes: &[u8]) -> bool {
     let Some((file, destination)) = output_of::<G>(file) else { return false };
-    match io::write_to(runtime.client(), destination, bytes) {
+    match io::write_to(client, destination, bytes) {
         Ok(()) => true,
         Err(error) => {
             file.set(ERROR);
@@ -161,7 +161,7 @@ fn write_bytes<G: Gpu>(runtime: &Runtime<G>, file: *mut File, bytes: &[u8]) -> b
 /// # Safety
 /// `data` points to `size * count` readable bytes.
 pub unsafe fn fwrite<G: Gpu>(
-    runtime: &Runtime<G>,
+    client: &Client<G>,
     data: *const c_void,
     size: usize,
     count: usize,
@@ -170,32 +170,32 @@ pub unsafe fn fwrite<G: Gpu>(
     let Some(total) = item_bytes::<G>(size, count) else { return 0 };
     // SAFETY: the caller guarantees `size * count` readable bytes at `data`.
     let bytes = unsafe { core::slice::from_raw_parts(data.cast::<u8>(), total) };
-    if write_bytes(runtime, file, bytes) { count } else { 0 }
+    if write_bytes(client, file, bytes) { count } else { 0 }
 }
 
 /// C's `fputs`: the string as one piece; 0, or `EOF` on an error.
 ///
 /// # Safety
 /// `text` is a C string.
-pub unsafe fn fputs<G: Gpu>(runtime: &Runtime<G>, text: *const c_char, file: *mut File) -> c_int {
+pub unsafe fn fputs<G: Gpu>(client: &Client<G>, text: *const c_char, file: *mut File) -> c_int {
     // SAFETY: the caller passes a C string.
     let text = unsafe { c_string_bytes(text) };
-    if write_bytes(runtime, file, text) { 0 } else { EOF }
+    if write_bytes(client, file, text) { 0 } else { EOF }
 }
 
 /// C's `fputc` (and `putc`, `putchar`): the character, as an `unsigned char`, or `EOF` on an error.
-pub fn fputc<G: Gpu>(runtime: &Runtime<G>, character: c_int, file: *mut File) -> c_int {
+pub fn fputc<G: Gpu>(client: &Client<G>, character: c_int, file: *mut File) -> c_int {
     let byte = character as u8;
-    if write_bytes(runtime, file, &[byte]) { c_int::from(byte) } else { EOF }
+    if write_bytes(client, file, &[byte]) { c_int::from(byte) } else { EOF }
 }
 
 /// C's `fgetc` (and `getc`, `getchar`): the next byte as an `unsigned char`, or `EOF` at the end of the stream
 /// (`feof`) or on an error (`ferror`, `errno`).
-pub fn fgetc<G: Gpu>(runtime: &Runtime<G>, file: *mut File) -> c_int {
+pub fn fgetc<G: Gpu>(client: &Client<G>, file: *mut File) -> c_int {
     let Some((file, target)) = usable::<G>(file, READABLE) else { return EOF };
     let Some(handle) = target.read_handle() else { return EOF };
     let mut byte = [0];
-    match read_fully(runtime, file, handle, &mut byte, ReadMode::Bytes) {
+    match read_fully(client, file, handle, &mut byte, ReadMode::Bytes) {
         (1, _) => c_int::from(byte[0]),
         _ => EOF,
     }
@@ -207,7 +207,7 @@ pub fn fgetc<G: Gpu>(runtime: &Runtime<G>, file: *mut File) -> c_int {
 ///
 /// # Safety
 /// `buffer` has room for `size` bytes.
-pub unsafe fn fgets<G: Gpu>(runtime: &Runtime<G>, buffer: *mut c_char, size: c_int, file: *mut File) -> *mut c_char {
+pub unsafe fn fgets<G: Gpu>(client: &Client<G>, buffer: *mut c_char, size: c_int, file: *mut File) -> *mut c_char {
     let Ok(size) = usize::try_from(size) else { return fail::<G, _>(errno::EINVAL, core::ptr::null_mut()) };
     if size == 0 {
         return fail::<G, _>(errno::EINVAL, core::ptr::null_mut());
@@ -220,20 +220,20 @@ pub unsafe fn fgets<G: Gpu>(runtime: &Runtime<G>, buffer: *mut c_char, size: c_i
         line[0] = 0;
         return buffer;
     }
-    let (len, failed) = read_fully(runtime, file, handle, &mut line[..size - 1], ReadMode::Line);
+    let (len, failed) = read_fully(client, file, handle, &mut line[..size - 1], ReadMode::Line);
     line[len] = 0;
     if len == 0 || failed { core::ptr::null_mut() } else { buffer }
 }
 
 /// C's `fflush`: writes out what the host holds for the stream (for every open file when `file` is null); 0, or
 /// `EOF` on an error. stdout and stderr have nothing held on the device: 0.
-pub fn fflush<G: Gpu>(runtime: &Runtime<G>, file: *mut File) -> c_int {
+pub fn fflush<G: Gpu>(client: &Client<G>, file: *mut File) -> c_int {
     if file.is_null() {
         let mut result = 0;
         for file in &super::OPEN_FILES {
             if let Ok(Target::File(_)) = file.target()
                 && file.has(WRITABLE)
-                && fflush(runtime, core::ptr::from_ref(file).cast_mut()) != 0
+                && fflush(client, core::ptr::from_ref(file).cast_mut()) != 0
             {
                 result = EOF;
             }
@@ -245,7 +245,7 @@ pub fn fflush<G: Gpu>(runtime: &Runtime<G>, file: *mut File) -> c_int {
         Err(error) => return fail::<G, _>(error, EOF),
     };
     let Target::File(handle) = target else { return 0 };
-    match files::flush(runtime.client(), handle) {
+    match files::flush(client, handle) {
         Ok(()) => 0,
         Err(error) => {
             file.set(ERROR);
@@ -288,12 +288,12 @@ fn seekable<G: Gpu>(file: *mut File) -> Option<(&'static File, u64)> {
 }
 
 /// C's `fseek`: 0, or -1 with `errno` set; a seek that succeeds clears the end-of-file indicator.
-pub fn fseek<G: Gpu>(runtime: &Runtime<G>, file: *mut File, offset: c_long, whence: c_int) -> c_int {
+pub fn fseek<G: Gpu>(client: &Client<G>, file: *mut File, offset: c_long, whence: c_int) -> c_int {
     let Some(whence) = u64::try_from(whence).ok().and_then(Whence::from_number) else {
         return fail::<G, _>(errno::EINVAL, -1);
     };
     let Some((file, handle)) = seekable::<G>(file) else { return -1 };
-    match files::seek(runtime.client(), handle, offset, whence) {
+    match files::seek(client, handle, offset, whence) {
         Ok(_) => {
             file.clear(END_OF_FILE);
             0
@@ -303,17 +303,17 @@ pub fn fseek<G: Gpu>(runtime: &Runtime<G>, file: *mut File, offset: c_long, when
 }
 
 /// C's `ftell`: the position, or -1 with `errno` set.
-pub fn ftell<G: Gpu>(runtime: &Runtime<G>, file: *mut File) -> c_long {
+pub fn ftell<G: Gpu>(client: &Client<G>, file: *mut File) -> c_long {
     let Some((_, handle)) = seekable::<G>(file) else { return -1 };
-    match files::seek(runtime.client(), handle, 0, Whence::Current) {
+    match files::seek(client, handle, 0, Whence::Current) {
         Ok(position) => c_long::try_from(position).unwrap_or_else(|_| fail::<G, _>(errno::EOVERFLOW, -1)),
         Err(error) => fail::<G, _>(error, -1),
     }
 }
 
 /// C's `rewind`: back to the start, both indicators cleared.
-pub fn rewind<G: Gpu>(runtime: &Runtime<G>, file: *mut File) {
-    if fseek(runtime, file, 0, Whence::Start as c_int) == 0
+pub fn rewind<G: Gpu>(client: &Client<G>, file: *mut File) {
+    if fseek(client, file, 0, Whence::Start as c_int) == 0
         && let Some(file) = File::resolve(file)
     {
         file.clear(ERROR);
@@ -324,10 +324,10 @@ pub fn rewind<G: Gpu>(runtime: &Runtime<G>, file: *mut File) {
 ///
 /// # Safety
 /// `path` is a C string.
-pub unsafe fn remove<G: Gpu>(runtime: &Runtime<G>, path: *const c_char) -> c_int {
+pub unsafe fn remove<G: Gpu>(client: &Client<G>, path: *const c_char) -> c_int {
     // SAFETY: the caller passes a C string.
     let path = unsafe { c_string_bytes(path) };
-    match files::remove(runtime.client(), path, RemoveKind::FileOrEmptyDirectory) {
+    match files::remove(client, path, RemoveKind::FileOrEmptyDirectory) {
         Ok(()) => 0,
         Err(error) => fail::<G, _>(error, -1),
     }
@@ -337,23 +337,25 @@ pub unsafe fn remove<G: Gpu>(runtime: &Runtime<G>, path: *const c_char) -> c_int
 ///
 /// # Safety
 /// `from` and `to` are C strings.
-pub unsafe fn rename<G: Gpu>(runtime: &Runtime<G>, from: *const c_char, to: *const c_char) -> c_int {
+pub unsafe fn rename<G: Gpu>(client: &Client<G>, from: *const c_char, to: *const c_char) -> c_int {
     // SAFETY: the caller passes C strings.
     let (from, to) = unsafe { (c_string_bytes(from), c_string_bytes(to)) };
-    match files::rename(runtime.client(), from, to) {
+    match files::rename(client, from, to) {
         Ok(()) => 0,
         Err(error) => fail::<G, _>(error, -1),
     }
 }
 
-/// C's `getenv`: the value of `name` in the loader's environment (the program's `envp`), or null. Nothing goes to the
-/// host: `envp` is the program's.
+/// C's `getenv`: the value of `name` in the loader's environment (the program's `envp`, [`Runtime::envp`]), or null.
+/// Nothing goes to the host: `envp` is the program's.
+///
+/// [`Runtime::envp`]: crate::Runtime::envp
 ///
 /// # Safety
-/// `name` is a C string.
-pub unsafe fn getenv<G: Gpu>(runtime: &Runtime<G>, name: *const c_char) -> *mut c_char {
-    // SAFETY: the caller passes a C string; the loader's environment holds C strings that live as long as the program.
-    unsafe { value_in(runtime.envp(), c_string_bytes(name)) }
+/// `name` is a C string, and every entry of `envp` a C string that lives as long as the program.
+pub unsafe fn getenv(envp: &[*mut c_char], name: *const c_char) -> *mut c_char {
+    // SAFETY: the caller passes a C string, and an environment of C strings that live as long as the program.
+    unsafe { value_in(envp, c_string_bytes(name)) }
 }
 
 /// The value of `name` among the `NAME=value` C strings of `envp`, as C's `getenv` finds it: null for a name that is
@@ -382,12 +384,12 @@ unsafe fn value_in(envp: &[*mut c_char], name: &[u8]) -> *mut c_char {
 ///
 /// # Safety
 /// `prefix` is null or a C string.
-pub unsafe fn perror<G: Gpu>(runtime: &Runtime<G>, prefix: *const c_char) {
+pub unsafe fn perror<G: Gpu>(client: &Client<G>, prefix: *const c_char) {
     let mut buffer = [0; 32];
     let message = errno::describe(errno::get::<G>(), &mut buffer);
     // SAFETY: the caller passes null or a C string.
     let prefix = if prefix.is_null() { &[][..] } else { unsafe { c_string_bytes(prefix) } };
-    let mut line = io::Chunks::new(runtime.client(), Destination::Stream(io::Stream::Stderr));
+    let mut line = io::Chunks::new(client, Destination::Stream(io::Stream::Stderr));
     if !prefix.is_empty() {
         line.push(prefix);
         line.push(b": ");

@@ -1,3 +1,5 @@
+//! The test table's tests: a test's metadata encodes in a `const fn` and decodes to the same.
+
 use super::*;
 use std::string::ToString;
 

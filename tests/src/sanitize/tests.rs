@@ -1,3 +1,6 @@
+//! The sanitizer runner's tests: compute-sanitizer's reports are read back, and a case passes only with the
+//! report it allows.
+
 use super::*;
 
 /// memcheck on `fault-address`, as compute-sanitizer 2025.3 wrote it (host frames shortened).

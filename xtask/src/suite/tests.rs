@@ -1,3 +1,6 @@
+//! The suite commands' tests: size arguments, the benchmark's results in the performance page, and the bundle's
+//! script run against stand-in tools.
+
 use super::*;
 
 #[test]
@@ -94,4 +97,15 @@ fn run_tests_fails_when_a_cubin_cannot_be_made_and_still_runs_the_suite() {
     assert!(dir.join("images/nvptx/hello.linked.cubin").is_file());
     assert!(dir.join("suite-args").is_file(), "the suite ran");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_latest_results_replace_the_sections_body_and_nothing_else() {
+    let page = "# Performance\n\n## Method\n\nText.\n\n## Latest results\n\nOld run.\n\n| a |\n\n### Part of the old run\n\n## Where\n\nMore.\n";
+    assert_eq!(
+        with_latest_results(page, "New run.\n\n| b |\n").unwrap(),
+        "# Performance\n\n## Method\n\nText.\n\n## Latest results\n\nNew run.\n\n| b |\n\n## Where\n\nMore.\n"
+    );
+    assert_eq!(with_latest_results("## Latest results\n\nOld.\n", "New.\n").unwrap(), "## Latest results\n\nNew.\n");
+    assert!(with_latest_results("# Performance\n", "New.\n").is_err());
 }

@@ -1,3 +1,4 @@
+//! A constructor that takes an argument fails to compile: it says where `main`'s arguments are.
 #![no_std]
 #![no_main]
 

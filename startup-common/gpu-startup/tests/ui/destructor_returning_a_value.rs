@@ -1,3 +1,4 @@
+//! A destructor that returns a value fails to compile.
 #![no_std]
 #![no_main]
 

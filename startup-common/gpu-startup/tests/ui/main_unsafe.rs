@@ -1,3 +1,4 @@
+//! An `unsafe fn main` fails to compile.
 #![no_std]
 #![no_main]
 

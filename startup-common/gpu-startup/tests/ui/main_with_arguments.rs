@@ -1,3 +1,4 @@
+//! A `main` that takes arguments fails to compile: it says where they are.
 #![no_std]
 #![no_main]
 

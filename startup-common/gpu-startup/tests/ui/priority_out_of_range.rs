@@ -1,3 +1,4 @@
+//! A constructor priority above 65535 fails to compile.
 #![no_std]
 #![no_main]
 

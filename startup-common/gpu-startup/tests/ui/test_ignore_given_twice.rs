@@ -1,3 +1,4 @@
+//! A test marked `ignore` both in `#[gpu_startup::test]` and by `#[ignore]` fails to compile.
 #![no_std]
 #![no_main]
 

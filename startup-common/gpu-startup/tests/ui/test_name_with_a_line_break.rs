@@ -1,3 +1,4 @@
+//! A test name with a line break fails to compile where its table entry is encoded.
 #![no_std]
 #![no_main]
 

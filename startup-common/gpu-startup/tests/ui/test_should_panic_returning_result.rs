@@ -1,3 +1,4 @@
+//! A `should_panic` test that returns a `Result` fails to compile.
 #![no_std]
 #![no_main]
 

@@ -1,3 +1,4 @@
+//! A test option `#[gpu_startup::test]` does not know fails to compile: it lists the options.
 #![no_std]
 #![no_main]
 

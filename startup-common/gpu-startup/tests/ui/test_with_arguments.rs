@@ -1,3 +1,4 @@
+//! A test that takes arguments fails to compile.
 #![no_std]
 #![no_main]
 

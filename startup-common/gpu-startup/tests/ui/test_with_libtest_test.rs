@@ -1,3 +1,4 @@
+//! A function marked both `#[gpu_startup::test]` and `#[test]` fails to compile.
 #![no_std]
 #![no_main]
 

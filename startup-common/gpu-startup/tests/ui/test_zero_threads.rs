@@ -1,3 +1,4 @@
+//! A test of zero threads fails to compile.
 #![no_std]
 #![no_main]
 

@@ -24,82 +24,82 @@ fn c_streams_write_read_seek_and_report_errors_through_errno() {
     let missing = CString::new(scratch.path("missing")).unwrap();
     let folder = CString::new(scratch.0.to_str().unwrap()).unwrap();
     let mut setup = Setup::new(no_stdin());
-    setup.run(1, |runtime, _| {
+    setup.one(|client| {
         let errno = || errno::get::<HostThread>();
         // SAFETY: C strings and buffers of the sizes given, as the C functions require, throughout.
         unsafe {
-            assert!(c::fopen(runtime, missing.as_ptr(), c"r".as_ptr()).is_null());
+            assert!(c::fopen(client, missing.as_ptr(), c"r".as_ptr()).is_null());
             assert_eq!(errno(), errno::ENOENT);
-            assert!(c::fopen(runtime, folder.as_ptr(), c"r".as_ptr()).is_null());
+            assert!(c::fopen(client, folder.as_ptr(), c"r".as_ptr()).is_null());
             assert_eq!(errno(), errno::EISDIR);
-            assert!(c::fopen(runtime, path.as_ptr(), c"rw".as_ptr()).is_null());
+            assert!(c::fopen(client, path.as_ptr(), c"rw".as_ptr()).is_null());
             assert_eq!(errno(), errno::EINVAL);
 
-            let file = c::fopen(runtime, path.as_ptr(), c"w+".as_ptr());
+            let file = c::fopen(client, path.as_ptr(), c"w+".as_ptr());
             assert!(!file.is_null());
-            assert_eq!(c::fputs(runtime, c"one\n".as_ptr(), file), 0);
-            assert_eq!(c::fputc(runtime, c_int::from(b'2'), file), c_int::from(b'2'));
-            assert_eq!(c::fwrite(runtime, b"\nthree".as_ptr().cast(), 2, 3, file), 3);
-            assert_eq!(c::ftell(runtime, file), 11);
-            c::rewind(runtime, file);
+            assert_eq!(c::fputs(client, c"one\n".as_ptr(), file), 0);
+            assert_eq!(c::fputc(client, c_int::from(b'2'), file), c_int::from(b'2'));
+            assert_eq!(c::fwrite(client, b"\nthree".as_ptr().cast(), 2, 3, file), 3);
+            assert_eq!(c::ftell(client, file), 11);
+            c::rewind(client, file);
             let mut line = [0 as c_char; 8];
-            assert_eq!(c::fgets(runtime, line.as_mut_ptr(), 8, file), line.as_mut_ptr());
+            assert_eq!(c::fgets(client, line.as_mut_ptr(), 8, file), line.as_mut_ptr());
             assert_eq!(std::ffi::CStr::from_ptr(line.as_ptr()), c"one\n");
-            assert_eq!(c::fgets(runtime, line.as_mut_ptr(), 3, file), line.as_mut_ptr(), "at most size - 1 bytes");
+            assert_eq!(c::fgets(client, line.as_mut_ptr(), 3, file), line.as_mut_ptr(), "at most size - 1 bytes");
             assert_eq!(std::ffi::CStr::from_ptr(line.as_ptr()), c"2\n");
-            assert_eq!(c::fgetc(runtime, file), c_int::from(b't'));
+            assert_eq!(c::fgetc(client, file), c_int::from(b't'));
             let mut rest = [0u8; 10];
-            assert_eq!(c::fread(runtime, rest.as_mut_ptr().cast(), 1, 10, file), 4);
+            assert_eq!(c::fread(client, rest.as_mut_ptr().cast(), 1, 10, file), 4);
             assert_eq!(&rest[..4], b"hree");
             assert_ne!(c::feof::<HostThread>(file), 0);
             assert_eq!(c::ferror::<HostThread>(file), 0);
-            assert_eq!(c::fgetc(runtime, file), c::EOF);
-            assert!(c::fgets(runtime, line.as_mut_ptr(), 8, file).is_null());
+            assert_eq!(c::fgetc(client, file), c::EOF);
+            assert!(c::fgets(client, line.as_mut_ptr(), 8, file).is_null());
             c::clearerr::<HostThread>(file);
             assert_eq!(c::feof::<HostThread>(file), 0);
-            assert_eq!(c::fseek(runtime, file, -5, 2), 0);
-            assert_eq!(c::fgetc(runtime, file), c_int::from(b't'));
-            assert_eq!(c::fseek(runtime, file, 0, 7), -1);
+            assert_eq!(c::fseek(client, file, -5, 2), 0);
+            assert_eq!(c::fgetc(client, file), c_int::from(b't'));
+            assert_eq!(c::fseek(client, file, 0, 7), -1);
             assert_eq!(errno(), errno::EINVAL);
-            assert_eq!(c::fflush(runtime, file), 0);
-            assert_eq!(c::fflush(runtime, std::ptr::null_mut()), 0);
-            assert_eq!(c::fclose(runtime, file), 0);
+            assert_eq!(c::fflush(client, file), 0);
+            assert_eq!(c::fflush(client, std::ptr::null_mut()), 0);
+            assert_eq!(c::fclose(client, file), 0);
 
             // The stream is closed: every call fails with EBADF, none touches the host's files.
-            assert_eq!(c::fclose(runtime, file), c::EOF);
+            assert_eq!(c::fclose(client, file), c::EOF);
             assert_eq!(errno(), errno::EBADF);
-            assert_eq!(c::fputs(runtime, c"late".as_ptr(), file), c::EOF);
-            assert_eq!(c::fgetc(runtime, file), c::EOF);
-            assert_eq!(c::ftell(runtime, file), -1);
+            assert_eq!(c::fputs(client, c"late".as_ptr(), file), c::EOF);
+            assert_eq!(c::fgetc(client, file), c::EOF);
+            assert_eq!(c::ftell(client, file), -1);
             assert_eq!(errno(), errno::EBADF);
             let nowhere = 0x1234 as *mut File;
-            assert_eq!(c::fputc(runtime, 0, nowhere), c::EOF);
+            assert_eq!(c::fputc(client, 0, nowhere), c::EOF);
             assert_eq!(errno(), errno::EBADF);
-            assert_eq!(c::fclose(runtime, std::ptr::null_mut()), c::EOF);
+            assert_eq!(c::fclose(client, std::ptr::null_mut()), c::EOF);
 
             // The standard streams: stdin cannot be written or sought, stdout cannot be read.
             let stdin = &startup_common::stdio::STDIN as *const File as *mut File;
             let stdout = &startup_common::stdio::STDOUT as *const File as *mut File;
-            assert_eq!(c::fputc(runtime, 0, stdin), c::EOF);
-            assert_eq!(c::fgetc(runtime, stdout), c::EOF);
+            assert_eq!(c::fputc(client, 0, stdin), c::EOF);
+            assert_eq!(c::fgetc(client, stdout), c::EOF);
             assert_ne!(c::ferror::<HostThread>(stdout), 0);
             c::clearerr::<HostThread>(stdout);
-            assert_eq!(c::ftell(runtime, stdin), -1);
+            assert_eq!(c::ftell(client, stdin), -1);
             assert_eq!(errno(), errno::ESPIPE);
-            assert_eq!(c::fgetc(runtime, stdin), c::EOF, "stdin is empty here");
+            assert_eq!(c::fgetc(client, stdin), c::EOF, "stdin is empty here");
             assert_ne!(c::feof::<HostThread>(stdin), 0);
             c::clearerr::<HostThread>(stdin);
 
             let renamed = CString::new(scratch.path("renamed.txt")).unwrap();
-            assert_eq!(c::rename(runtime, path.as_ptr(), renamed.as_ptr()), 0);
-            assert_eq!(c::remove(runtime, path.as_ptr()), -1);
+            assert_eq!(c::rename(client, path.as_ptr(), renamed.as_ptr()), 0);
+            assert_eq!(c::remove(client, path.as_ptr()), -1);
             assert_eq!(errno(), errno::ENOENT);
-            assert_eq!(c::remove(runtime, renamed.as_ptr()), 0);
+            assert_eq!(c::remove(client, renamed.as_ptr()), 0);
             assert_eq!(std::ffi::CStr::from_ptr(c::strerror(errno::ENOENT)), c"No such file or directory");
             assert_eq!(std::ffi::CStr::from_ptr(c::strerror(4242)), c"Unknown error");
             errno::set::<HostThread>(errno::EISDIR);
-            c::perror(runtime, c"opening".as_ptr());
-            c::perror(runtime, std::ptr::null());
+            c::perror(client, c"opening".as_ptr());
+            c::perror(client, std::ptr::null());
         }
     });
     setup.server.flush().unwrap();
@@ -115,6 +115,7 @@ fn threads_opening_and_closing_c_streams_at_once_never_share_one() {
     let mut setup = Setup::new(no_stdin());
     let failures: usize = setup
         .run(8, |runtime, n| {
+            let client = runtime.client();
             let mut failures = 0;
             for round in 0..40 {
                 let path = CString::new(scratch.path(&format!("t{n}-{round}"))).unwrap();
@@ -122,13 +123,13 @@ fn threads_opening_and_closing_c_streams_at_once_never_share_one() {
                 let mut back = [0 as c_char; 64];
                 // SAFETY: C strings and a buffer of the size given.
                 unsafe {
-                    let file = c::fopen(runtime, path.as_ptr(), c"w+".as_ptr());
-                    c::fputs(runtime, text.as_ptr(), file);
-                    c::rewind(runtime, file);
-                    c::fgets(runtime, back.as_mut_ptr(), 64, file);
+                    let file = c::fopen(client, path.as_ptr(), c"w+".as_ptr());
+                    c::fputs(client, text.as_ptr(), file);
+                    c::rewind(client, file);
+                    c::fgets(client, back.as_mut_ptr(), 64, file);
                     failures += usize::from(std::ffi::CStr::from_ptr(back.as_ptr()) != text.as_c_str());
-                    failures += usize::from(c::fclose(runtime, file) != 0);
-                    failures += usize::from(c::remove(runtime, path.as_ptr()) != 0);
+                    failures += usize::from(c::fclose(client, file) != 0);
+                    failures += usize::from(c::remove(client, path.as_ptr()) != 0);
                 }
             }
             failures
