@@ -338,6 +338,8 @@ pub fn bundle(
         make_executable(&script)?;
     }
     std::fs::write(out.join("README.md"), BUNDLE_README)?;
+    // The bench's results name the commit they measured; a bundle has no repository to ask.
+    std::fs::write(out.join("COMMIT"), cmd!(sh, "git describe --always --dirty --abbrev=7").read()? + "\n")?;
     let size = dir_size(out)?;
     let mib = |bytes: u64| bytes as f64 / 1048576.0;
     if let Some(limit) = max_size.filter(|&limit| size > limit) {
@@ -412,10 +414,11 @@ exit $status
 "#;
 
 const BENCH: &str = r#"#!/bin/sh
-# Runs the benchmarks on this machine's NVIDIA GPU: a table on stdout, JSON in ./bench.json. Extra arguments go to
-# gpu-bench (--repeat N, --only NAME).
+# Runs the benchmarks on this machine's NVIDIA GPU: a table on stdout, JSON in ./bench.json, the table headed by the
+# GPU, the bundle's commit and the date in ./bench.md. Extra arguments go to gpu-bench (--repeat N, --only NAME).
 here=$(cd "$(dirname "$0")" && pwd)
-exec "$here/bin/gpu-bench" --images "$here/images/nvptx" --loader "$here/bin/gpu-loader" --json bench.json "$@"
+exec "$here/bin/gpu-bench" --images "$here/images/nvptx" --loader "$here/bin/gpu-loader" --json bench.json \
+    --markdown bench.md --commit "$(cat "$here/COMMIT")" "$@"
 "#;
 
 const BUNDLE_README: &str = "# GPU suite bundle\n\n\
