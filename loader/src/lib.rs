@@ -48,12 +48,9 @@ pub mod harness;
 pub mod hsa;
 pub mod image;
 pub mod launch;
-pub mod linker;
 pub mod run;
 pub mod server;
-pub mod setup;
 pub mod status;
-pub mod target;
 pub mod test_list;
 
 pub use error::LoaderError;

@@ -26,15 +26,14 @@ fn main() {
 /// The command that installs the host tools, from the sources this crate was built from when they are at hand.
 fn install_hint() -> String {
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
-    let loader = manifest_dir.join("../../loader");
-    match loader.join("Cargo.toml").is_file().then(|| loader.canonicalize().ok()).flatten() {
-        Some(loader) => format!(
-            "install it with the other host tools: `cargo install --locked --path {}` (gpu-loader, \
-             gpu-bitcode-linker, cargo-gpu-startup)",
-            loader.display()
+    let script = manifest_dir.join("../../loader/install");
+    match script.is_file().then(|| script.canonicalize().ok()).flatten() {
+        Some(script) => format!(
+            "install it with the other host tools: `{}` (gpu-loader, gpu-bitcode-linker, cargo-gpu-startup)",
+            script.display()
         ),
-        None => "install it with the other host tools: `cargo install --locked --path loader` in the gpu-startup \
-                 repository (gpu-loader, gpu-bitcode-linker, cargo-gpu-startup)"
+        None => "install it with the other host tools: `loader/install` in the gpu-startup repository \
+                 (gpu-loader, gpu-bitcode-linker, cargo-gpu-startup)"
             .to_owned(),
     }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use xshell::{Shell, cmd};
 
-use gpu_loader::target::GpuTarget;
+use gpu_startup_setup::target::GpuTarget;
 
 use crate::gpu_cargo::{GpuSetup, Images};
 use crate::image::{BuiltImage, ImageFolder};
@@ -57,10 +57,10 @@ pub fn test_crates() -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// Builds the bitcode linker (a host binary of the loader package) and returns its path.
+/// Builds the bitcode linker (the binary of `loader/linker`) and returns its path.
 pub fn build_linker(sh: &Shell) -> Result<PathBuf> {
     let root = crate::project_root();
-    cmd!(sh, "cargo build --quiet --release --package loader --bin gpu-bitcode-linker").run()?;
+    cmd!(sh, "cargo build --quiet --release --package gpu-bitcode-linker --bin gpu-bitcode-linker").run()?;
     Ok(root.join("target/release/gpu-bitcode-linker"))
 }
 

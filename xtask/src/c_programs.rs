@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail, ensure};
 use xshell::{Shell, cmd};
 
-use gpu_loader::target::GpuTarget;
+use gpu_startup_setup::target::GpuTarget;
 
 use crate::clang::clang_flags;
 use crate::image::{BuiltImage, ImageFolder};
@@ -237,7 +237,7 @@ fn compile(
     build
         .compiler(clang)
         .target(target.triple())
-        .host(gpu_loader::linker::host_triple())
+        .host(gpu_bitcode_linker::host_triple())
         .opt_level(if release { 3 } else { 1 })
         .debug(false)
         .pic(false)
@@ -259,7 +259,7 @@ fn compile(
     for object in &objects {
         let bytes = std::fs::read(object).with_context(|| format!("cannot read {}", object.display()))?;
         ensure!(
-            gpu_loader::linker::is_bitcode(&bytes),
+            gpu_bitcode_linker::is_bitcode(&bytes),
             "{} is not LLVM bitcode (was -flto dropped?)",
             object.display()
         );

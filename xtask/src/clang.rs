@@ -1,7 +1,7 @@
 //! The flags every clang compile for a GPU takes: the C and C++ programs' and the varargs check's.
 
 use anyhow::Result;
-use gpu_loader::target::GpuTarget;
+use gpu_startup_setup::target::GpuTarget;
 
 /// clang's flags for `target` and `arch`, beyond what `cc` adds.
 pub fn clang_flags(target: GpuTarget, arch: &str) -> Result<Vec<String>> {
@@ -9,7 +9,7 @@ pub fn clang_flags(target: GpuTarget, arch: &str) -> Result<Vec<String>> {
     match target {
         GpuTarget::Nvptx => {
             // Without a CUDA installation clang assumes PTX 4.2, too old for any arch the startup supports.
-            let ptx = gpu_loader::linker::min_ptx_version(arch)?;
+            let ptx = gpu_bitcode_linker::min_ptx_version(arch)?;
             flags.extend([format!("-march={arch}"), "-Xclang".into(), "-target-feature".into()]);
             flags.extend(["-Xclang".into(), format!("+ptx{ptx}")]);
         }

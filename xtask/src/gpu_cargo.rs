@@ -1,14 +1,14 @@
 //! Building a crate for the GPU the way any crate builds: with the target spec and the cargo settings that
-//! `cargo gpu-startup init` writes (`gpu_loader::setup`), made here under `target/gpu-setup/` instead of in the
+//! `cargo gpu-startup init` writes (`gpu_startup_setup`), made here under `target/gpu-setup/` instead of in the
 //! crate, and `gpu-bitcode-linker` found by name on `PATH`, as a user's build finds it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
-use gpu_loader::setup::config::{self, Config, Plan};
-use gpu_loader::setup::write_if_changed;
-use gpu_loader::target::{GpuTarget, spec};
+use gpu_startup_setup::config::{self, Config, Plan};
+use gpu_startup_setup::target::{GpuTarget, spec};
+use gpu_startup_setup::write_if_changed;
 use xshell::{Shell, cmd};
 
 /// The cargo settings of a GPU build for one target and architecture: what `init` would write into a crate's

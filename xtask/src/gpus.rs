@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use gpu_loader::target::GpuTarget;
+use gpu_startup_setup::target::GpuTarget;
 
 /// The GPUs this machine can run programs on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
-use gpu_loader::target::GpuTarget;
+use gpu_startup_setup::target::GpuTarget;
 use xshell::{Shell, cmd};
 
 use crate::toolchain;

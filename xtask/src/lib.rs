@@ -12,6 +12,8 @@ pub mod gpus;
 pub mod image;
 pub mod nextest;
 pub mod out_of_tree;
+#[cfg(test)]
+mod packages;
 pub mod suite;
 #[cfg(test)]
 mod tidy;

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use gpu_loader::target::GpuTarget;
+use gpu_startup_setup::target::GpuTarget;
 use xshell::Shell;
 
 use xtask::build::BuildOptions;

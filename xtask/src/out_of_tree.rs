@@ -1,6 +1,6 @@
 //! The proof from outside: a crate made in a temporary folder outside the repository, the way
 //! `docs/your-own-crate.md` tells a user to make one, with the program that page shows and the integration test that
-//! `docs/testing-your-code.md` shows. The host tools come from `cargo install --path loader`, the crate is set up
+//! `docs/testing-your-code.md` shows. The host tools come from `loader/install`, the crate is set up
 //! with `cargo gpu-startup init` and built with plain `cargo build` and `cargo test --no-run` for both targets, and
 //! its images are checked statically. `cargo test -- --list` must list what the testing page shows, without a GPU, and
 //! `cargo nextest list` the same tests ([`crate::nextest`]). `cargo run -- a b` and `cargo test --test outcomes` run it
@@ -15,13 +15,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use anyhow::{Context, Result, bail, ensure};
-use gpu_loader::setup::config::spec_path;
-use gpu_loader::target::GpuTarget;
+use gpu_startup_setup::config::spec_path;
+use gpu_startup_setup::target::GpuTarget;
 use xshell::{Shell, cmd};
 
 use crate::gpu_cargo::{Images, gpu_artifacts};
 use crate::image::BuiltImage;
 
+/// The script that installs the host tools, as the pages tell a user to run it.
+const INSTALL_SCRIPT: &str = "loader/install";
 /// The page the crate is made from.
 pub const PAGE: &str = "docs/your-own-crate.md";
 /// The page its integration test, and the list and the report of its tests, come from.
@@ -94,7 +96,7 @@ fn check_in(sh: &Shell, dir: &Path, tools: &Path, pages: &Pages, gpus: crate::gp
     let without_tools = path_without("gpu-bitcode-linker")?;
     let failed = plain_cargo(dir, &without_tools, &["build"])?;
     let stderr = String::from_utf8_lossy(&failed.stderr);
-    let install = format!("cargo install --locked --path {}", root.join("loader").display());
+    let install = format!("`{}`", root.join(INSTALL_SCRIPT).canonicalize()?.display());
     ensure!(
         !failed.status.success()
             && stderr.contains("the nvptx linker `gpu-bitcode-linker` is not installed")
@@ -219,17 +221,20 @@ fn listed(cargo: &dyn Fn(&[&str]) -> Result<Output>, args: &[&str]) -> Result<Ve
         .collect()
 }
 
-/// The host tools as a user installs them: `cargo install --path loader` (reusing this workspace's release build).
+/// The host tools as a user installs them: `loader/install`, run from outside the repository (reusing this
+/// workspace's release build).
 fn install_tools(sh: &Shell) -> Result<PathBuf> {
     let root = crate::project_root();
     let install_root = root.join("target/out-of-tree/tools");
     let target_dir = root.join("target");
-    cmd!(sh, "cargo install --quiet --locked --path loader --root {install_root} --target-dir {target_dir}")
+    let script = root.join(INSTALL_SCRIPT);
+    let _dir = sh.push_dir(std::env::temp_dir());
+    cmd!(sh, "{script} --quiet --root {install_root} --target-dir {target_dir}")
         .run()
-        .context("`cargo install --path loader` failed")?;
+        .with_context(|| format!("`{INSTALL_SCRIPT}` failed"))?;
     let bin = install_root.join("bin");
     for tool in ["gpu-loader", "gpu-bitcode-linker", "cargo-gpu-startup"] {
-        ensure!(bin.join(tool).is_file(), "`cargo install --path loader` installed no {tool}");
+        ensure!(bin.join(tool).is_file(), "`{INSTALL_SCRIPT}` installed no {tool}");
     }
     Ok(bin)
 }

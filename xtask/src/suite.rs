@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use gpu_loader::target::GpuTarget;
+use gpu_startup_setup::target::GpuTarget;
 use xshell::{Shell, cmd};
 
 use crate::build::{self, BuildOptions};

@@ -44,11 +44,11 @@ fn component_present(sysroot: &std::path::Path, component: &str) -> bool {
 
 /// Where `llvm-tools` puts `llvm-link`, `opt`, `llc` and friends.
 pub fn llvm_tools_dir(sysroot: &std::path::Path) -> PathBuf {
-    sysroot.join("lib/rustlib").join(gpu_loader::linker::host_triple()).join("bin")
+    sysroot.join("lib/rustlib").join(gpu_bitcode_linker::host_triple()).join("bin")
 }
 
 /// Finds a program on `PATH`.
-pub use gpu_loader::setup::find_on_path as find_program;
+pub use gpu_startup_setup::find_on_path as find_program;
 
 /// Installs a rustup component of the pinned toolchain if it is missing (for example `miri`).
 pub fn ensure_component(sh: &Shell, component: &str) -> Result<()> {

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail, ensure};
-use gpu_loader::target::GpuTarget;
+use gpu_startup_setup::target::GpuTarget;
 use xshell::{Shell, cmd};
 
 use crate::toolchain;

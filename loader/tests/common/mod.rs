@@ -1,5 +1,5 @@
-//! What the integration tests of the `gpu-loader` and `gpu-bitcode-linker` binaries share: running one under a
-//! watchdog and checking how it failed. Each test crate uses a part of it.
+//! What the integration tests of the `gpu-loader` binary share: running it under a watchdog and checking how it
+//! failed. Each test crate uses a part of it.
 #![allow(dead_code)]
 
 use std::ffi::OsStr;

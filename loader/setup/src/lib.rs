@@ -3,7 +3,7 @@
 //!
 //! - `rust-toolchain.toml`: the project's nightly and components ([`toolchain`]);
 //! - in `.cargo`, `nvptx64-gpu-startup.json` and `amdgcn-gpu-startup.json`: target specs that allow executables,
-//!   derived from that toolchain's own ([`crate::target::spec`]);
+//!   derived from that toolchain's own ([`target::spec`]);
 //! - `.cargo/config.toml`: the default target, `build-std`, the linker, the runner, the architectures and the
 //!   profiles GPU builds need ([`config`]).
 //!
@@ -11,15 +11,15 @@
 //! leaves a file that already says what it should untouched: running it again changes nothing.
 
 pub mod config;
+pub mod target;
 pub mod toolchain;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::target::GpuTarget;
-use crate::target::spec;
 use config::{Config, Plan};
+use target::{GpuTarget, spec};
 use toolchain::Pin;
 
 /// What to set up.
@@ -190,8 +190,15 @@ fn depends_on_gpu_startup(document: &toml_edit::DocumentMut) -> bool {
 
 /// The path of `gpu-startup` in the sources these tools were built from, when they are still there.
 pub fn gpu_startup_source() -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../startup-common/gpu-startup");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../startup-common/gpu-startup");
     path.join("Cargo.toml").is_file().then(|| path.canonicalize().ok()).flatten()
+}
+
+/// The script that installs the host tools (`loader/install`) in the sources these tools were built from, when they
+/// are still there.
+pub fn install_script() -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../install");
+    path.is_file().then(|| path.canonicalize().ok()).flatten()
 }
 
 /// Finds a program on `PATH`.

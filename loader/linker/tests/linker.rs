@@ -15,20 +15,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Ran, run, scratch, write};
-
-const LINKER: &str = env!("CARGO_BIN_EXE_gpu-bitcode-linker");
+use common::{LINKER, refused, run, scratch, write};
 
 /// The linker with `args`, without LLVM tools: a case that reaches them fails naming them.
 fn linker<I: AsRef<OsStr>>(args: impl IntoIterator<Item = I>) -> Command {
     let mut command = Command::new(LINKER);
     command.args(args).env("GPU_LLVM_TOOLS_DIR", "/nonexistent/llvm-tools");
     command
-}
-
-#[track_caller]
-fn refused(ran: &Ran, words: &[&str]) {
-    ran.fails_as("gpu-bitcode-linker", words);
 }
 
 fn os(bytes: &[u8]) -> OsString {
@@ -103,7 +96,7 @@ fn dev_zero_is_refused_without_reading_it() {
 fn an_input_over_the_size_limit_is_refused_from_its_size() {
     let dir = scratch("linker-huge");
     let input = write(&dir, "huge.bc", b"BC\xC0\xDE");
-    let len = gpu_loader::linker::MAX_INPUT_BYTES + 1;
+    let len = gpu_bitcode_linker::MAX_INPUT_BYTES + 1;
     std::fs::OpenOptions::new().write(true).open(&input).and_then(|file| file.set_len(len)).expect("extend the file");
     // Read whole, the file would not fit this address space.
     let mut limited = Command::new("prlimit");
@@ -146,7 +139,7 @@ fn sysroot_with_llvm_tools() -> Option<PathBuf> {
 }
 
 fn tools(sysroot: &Path) -> PathBuf {
-    sysroot.join("lib/rustlib").join(gpu_loader::linker::host_triple()).join("bin")
+    sysroot.join("lib/rustlib").join(gpu_bitcode_linker::host_triple()).join("bin")
 }
 
 /// The linker as rustc runs it: it finds the LLVM tools from the `-L` directory of the target's libraries.

@@ -11,7 +11,7 @@ use crate::target::GpuTarget;
 /// The folder, next to `config.toml`, that holds the target specs.
 pub const SPEC_DIR: &str = ".cargo";
 
-/// The linker and runner, found by name on `PATH` (`cargo install --path loader` puts them there).
+/// The linker and runner, found by name on `PATH` (`loader/install` puts them there).
 pub const LINKER: &str = "gpu-bitcode-linker";
 pub const RUNNER: &str = "gpu-loader";
 

@@ -60,7 +60,7 @@ impl GpuTarget {
     /// Whether `arch` names an architecture of this target that the startup supports.
     pub fn accepts_arch(self, arch: &str) -> bool {
         match self {
-            GpuTarget::Nvptx => crate::linker::min_ptx_version(arch).is_ok(),
+            GpuTarget::Nvptx => gpu_bitcode_linker::min_ptx_version(arch).is_ok(),
             GpuTarget::Amdgpu => {
                 arch.strip_prefix("gfx").is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_hexdigit()))
             }

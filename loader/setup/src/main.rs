@@ -1,13 +1,13 @@
 //! `cargo gpu-startup init [PATH]`: sets a crate up so that `cargo build` builds it for the GPU and `cargo run` runs
-//! it there (`gpu_loader::setup`). Cargo runs it as `cargo-gpu-startup gpu-startup init ...`; run directly, the
+//! it there (`gpu_startup_setup`). Cargo runs it as `cargo-gpu-startup gpu-startup init ...`; run directly, the
 //! `gpu-startup` word may be left out.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use gpu_loader::setup::{self, FileChange, InitOptions};
-use gpu_loader::target::GpuTarget;
+use gpu_startup_setup::target::GpuTarget;
+use gpu_startup_setup::{self as setup, FileChange, InitOptions};
 
 #[derive(Parser)]
 #[command(name = "cargo gpu-startup", bin_name = "cargo gpu-startup", version)]
@@ -84,10 +84,9 @@ fn report(dir: &Path, done: &setup::Setup) {
         }
     }
     if !done.missing_tools.is_empty() {
-        let source = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let install = match source.join("Cargo.toml").is_file() {
-            true => format!("`cargo install --locked --path {}`", source.display()),
-            false => "`cargo install --locked --path loader` in the gpu-startup repository".to_owned(),
+        let install = match setup::install_script() {
+            Some(script) => format!("`{}`", script.display()),
+            None => "`loader/install` in the gpu-startup repository".to_owned(),
         };
         println!("note: {} not on PATH: install the host tools with {install}", done.missing_tools.join(" and "));
     }

@@ -1,6 +1,7 @@
 //! The nvptx bitcode linker: what rustc runs to link every nvptx image (linker flavor `llbc`), standing in for
 //! rustup's `llvm-bitcode-linker` component, which cannot be installed for the pinned toolchain.
-//! `src/bin/gpu-bitcode-linker.rs` is its command-line shell; `cargo xtask` links the C programs with it too.
+//! `src/main.rs` is its command-line shell, the binary `gpu-bitcode-linker`; `cargo xtask` links the C programs with
+//! it too.
 //!
 //! Over 500 lines: one pipeline from rustc's command line to PTX (arguments, inputs, `llvm-link`, `opt`, `llc`), with
 //! its tests.
@@ -442,7 +443,7 @@ fn unknown_target(stderr: &str) -> Option<LinkError> {
 
 /// The triple this binary was built for, which is the host it runs on.
 pub fn host_triple() -> &'static str {
-    env!("GPU_LOADER_HOST_TRIPLE")
+    env!("GPU_BITCODE_LINKER_HOST_TRIPLE")
 }
 
 /// A directory for the intermediate files beside `output`, in the output's directory, which must exist.

@@ -1,5 +1,6 @@
 //! The toolchain a GPU crate pins: the nightly and components of this repository's own `rust-toolchain.toml`, read
-//! when the tools are built, so that a user's crate builds with exactly what the startup is built and tested with.
+//! when the tools are built (through `pinned-toolchain.toml`, a link to it that `cargo package` turns into a copy), so
+//! that a user's crate builds with exactly what the startup is built and tested with.
 
 use std::path::Path;
 use std::process::Command;
@@ -8,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use toml_edit::{Array, DocumentMut, Item, Value};
 
 /// This repository's toolchain file.
-const PROJECT_TOOLCHAIN: &str = include_str!("../../../rust-toolchain.toml");
+const PROJECT_TOOLCHAIN: &str = include_str!("../pinned-toolchain.toml");
 
 /// How a toolchain file this command wrote starts: its pin is the tools', to update when they pin another.
 const WRITTEN_BY_INIT: &str = "# The nightly that builds this crate for the GPU (written by `cargo gpu-startup init`)";
@@ -102,7 +103,7 @@ impl Pin {
     /// Installs the toolchain and its components with rustup (nothing to do when they are there); returns how to run
     /// its `rustc`. Without rustup, the `rustc` on `PATH` it is.
     pub fn install(&self) -> Result<Rustc> {
-        if crate::setup::find_on_path("rustup").is_none() {
+        if crate::find_on_path("rustup").is_none() {
             return Ok(Rustc { program: "rustc".into(), prefix: Vec::new() });
         }
         let mut install = Command::new("rustup");

@@ -17,11 +17,16 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     // Paths need not be UTF-8; `LinkRequest::parse` refuses any other value that is not.
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    match gpu_loader::linker::LinkRequest::parse(&args).and_then(|request| request.link()) {
+    match gpu_bitcode_linker::LinkRequest::parse(&args).and_then(|request| request.link()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("gpu-bitcode-linker: {}", gpu_loader::cli::one_line(&error.to_string()));
+            eprintln!("gpu-bitcode-linker: {}", one_line(&error.to_string()));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The message with its line breaks escaped: a path may hold one, and the error is one line.
+fn one_line(message: &str) -> String {
+    message.replace('\r', "\\r").replace('\n', "\\n")
 }
