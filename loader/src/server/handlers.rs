@@ -1,9 +1,11 @@
-//! The handlers of the startup's own operations (`startup_common::rpc::opcode`). Everything a message carries is the
+//! The handlers of the startup's own operations (`gpu_startup_protocol::opcode`). Everything a message carries is the
 //! GPU's to choose: lengths are used only as far as they are served packet by packet, never to size an allocation.
 
+use gpu_startup_protocol::messages::WriteHead;
+use gpu_startup_protocol::region::{MAX_LANES, lanes};
 use startup_common::io::{Destination, Stream};
 use startup_common::reassembly::writer_key;
-use startup_common::rpc::{MAX_LANES, ServerPort, WriteHead};
+use startup_common::rpc::ServerPort;
 
 use super::{Context, ServerError};
 
@@ -39,7 +41,7 @@ pub(super) fn write(port: &mut ServerPort<'_>, context: &mut Context) -> Result<
     if port.is_abandoned() {
         // The rest will not come, and the run may go on: what arrived is written now, ending its line, rather than
         // run into the thread's next message.
-        for key in startup_common::rpc::lanes(unfinished).filter_map(|lane| keys[lane as usize]) {
+        for key in lanes(unfinished).filter_map(|lane| keys[lane as usize]) {
             context.output.cut_short(key)?;
         }
     }

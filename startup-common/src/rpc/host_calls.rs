@@ -6,7 +6,9 @@ use std::boxed::Box;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{HostCall, MAX_LANES, Pod, ServerPort, UserOpcode};
+use gpu_startup_protocol::region::MAX_LANES;
+
+use super::{HostCall, Pod, ServerPort, UserOpcode};
 
 /// What a handler returns when it fails: any error (`?` converts one, `"text".into()` makes one). The loader then
 /// ends the run with a one-line message naming the call and this error.

@@ -1,15 +1,17 @@
-//! The handlers of the file operations (`startup_common::rpc::opcode::FILE_*`). Each lane's request is served on
+//! The handlers of the file operations (`gpu_startup_protocol::opcode::FILE_*`). Each lane's request is served on
 //! its own, in lane order, and answered with its own result: an error in one lane's request (a bad handle, a path too
 //! long) is that lane's error number, and the message goes on. Lengths come from the device: a path is received
 //! packet by packet and held only up to `MAX_PATH` bytes, a read is cut to `MAX_READ`.
 
 use std::ffi::c_int;
 
+use gpu_startup_protocol::messages::WriteHead;
+use gpu_startup_protocol::region::{MAX_LANES, lanes};
 use startup_common::errno;
 use startup_common::files::{OpenFlags, ReadMode, RemoveKind, Whence};
 use startup_common::io::Destination;
 use startup_common::reassembly::writer_key;
-use startup_common::rpc::{MAX_LANES, ServerPort, WriteHead};
+use startup_common::rpc::ServerPort;
 
 use super::MAX_PATH;
 use crate::server::{Context, ServerError};
@@ -174,7 +176,7 @@ pub(in crate::server) fn write(port: &mut ServerPort<'_>, context: &mut Context)
         Ok(())
     })?;
     if port.is_abandoned() {
-        for key in startup_common::rpc::lanes(unfinished).filter_map(|lane| keys[lane as usize]) {
+        for key in lanes(unfinished).filter_map(|lane| keys[lane as usize]) {
             context.output.cut_short(key)?;
         }
     }

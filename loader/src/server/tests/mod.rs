@@ -2,11 +2,12 @@
 //! a buggy GPU program can.
 
 use super::*;
+use gpu_startup_protocol::messages::WriteHead;
+use gpu_startup_protocol::region::Layout;
 use startup_common::gpu::HostThread;
 use startup_common::io as gpu_io;
 use startup_common::rpc::testing::{self, TestOperations};
-use startup_common::rpc::{Client, HostCall, HostRegion, Layout, UserOpcode};
-use startup_common::rpc::{Scribble, WriteHead};
+use startup_common::rpc::{Client, HostCall, HostRegion, Scribble, UserOpcode};
 use std::sync::{Arc, Mutex};
 
 mod scribbled;
