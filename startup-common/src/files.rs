@@ -1,5 +1,5 @@
-//! Files and stdin over RPC: the operations' messages (`docs/rpc.md` has their packets) and the device's side of
-//! each, for C's `FILE *` streams ([`crate::stdio`]) and Rust's `gpu_startup::fs`.
+//! Files and stdin over RPC: the device's side of each file operation, for C's `FILE *` streams ([`crate::stdio`])
+//! and Rust's `gpu_startup::fs`. The messages are the contract's (`gpu_startup_protocol::messages`).
 //!
 //! The host keeps a table of the files a run opened and gives each a *handle*, a number it checks on every use: a
 //! handle that was never given, or was closed, is an error ([`errno::EBADF`]) returned to the device, never a host
@@ -11,46 +11,42 @@
 
 use core::ffi::c_int;
 
+use gpu_startup_protocol::messages::{
+    CloseRequest, FileReply, FlushRequest, OpenHead, ReadReplyHead, ReadRequest, RemoveHead, RenameHead, SeekRequest,
+};
+use gpu_startup_protocol::opcode;
+
 use crate::errno;
 use crate::gpu::Gpu;
 use crate::io::{self, Destination};
-use crate::rpc::{Client, opcode};
+use crate::rpc::{Client, Port};
 
 /// The values the messages carry and the limits both sides keep: the contract's.
 pub use gpu_startup_protocol::files::{
     FIRST_FILE_HANDLE, MAX_OPEN_FILES, MAX_PATH, MAX_READ, OpenFlags, ReadMode, RemoveKind, STDIN_HANDLE, Whence,
 };
 
-/// The reply of every file operation but a read: one packet, word 0 the value (a handle, a position), word 1 the
-/// error number, 0 on success.
-fn reply(words: [u64; 2]) -> Result<u64, c_int> {
-    match words[1] {
-        0 => Ok(words[0]),
-        error => Err(error as c_int),
-    }
-}
-
-/// Waits for the reply packet of the message on `port`, closes it, and returns the reply.
-fn reply_on<G: Gpu>(mut port: crate::rpc::Port<'_, G>) -> Result<u64, c_int> {
+/// Waits for the [`FileReply`] of the message on `port`, closes it, and returns the reply.
+fn reply_on<G: Gpu>(mut port: Port<'_, G>) -> Result<u64, c_int> {
     let mut answer = [0; 2];
-    port.recv(|packet| answer = [packet.get(0), packet.get(1)]);
+    port.recv(|packet| answer = packet.get_words());
     port.close();
-    reply(answer)
+    FileReply::decode(answer).0
 }
 
-/// Sends one packet of `words` with `opcode` and returns the reply.
-fn request<G: Gpu>(client: &Client<G>, opcode: u32, words: [u64; 3]) -> Result<u64, c_int> {
+/// Sends one packet of `words` (a request's encoding) with `opcode` and returns the reply.
+fn request<G: Gpu, const N: usize>(client: &Client<G>, opcode: u32, words: [u64; N]) -> Result<u64, c_int> {
     if !client.is_ready() {
         return Err(errno::ENOSYS);
     }
     let mut port = client.open(opcode);
-    port.send(|packet| words.iter().enumerate().for_each(|(index, &word)| packet.set(index, word)));
+    port.send(|packet| packet.set_words(words));
     reply_on(port)
 }
 
-/// Sends `paths` as streams with `opcode`, `head` before the first, and returns the reply. The paths are checked
-/// here first: the host would refuse a longer one too, but only after receiving it.
-fn request_with_paths<G: Gpu>(client: &Client<G>, opcode: u32, head: u64, paths: &[&[u8]]) -> Result<u64, c_int> {
+/// Sends `paths` as streams with `opcode`, `head` (a head's encoding) before the first, and returns the reply. The
+/// paths are checked here first: the host would refuse a longer one too, but only after receiving it.
+fn request_with_paths<G: Gpu>(client: &Client<G>, opcode: u32, head: [u64; 1], paths: &[&[u8]]) -> Result<u64, c_int> {
     if !client.is_ready() {
         return Err(errno::ENOSYS);
     }
@@ -60,7 +56,7 @@ fn request_with_paths<G: Gpu>(client: &Client<G>, opcode: u32, head: u64, paths:
     let mut port = client.open(opcode);
     for (index, path) in paths.iter().enumerate() {
         if index == 0 {
-            port.send_n_with([head], path);
+            port.send_n_with(head, path);
         } else {
             port.send_n(path);
         }
@@ -70,13 +66,13 @@ fn request_with_paths<G: Gpu>(client: &Client<G>, opcode: u32, head: u64, paths:
 
 /// Opens the file at `path` (without a NUL) as `flags` say; its handle.
 pub fn open<G: Gpu>(client: &Client<G>, path: &[u8], flags: OpenFlags) -> Result<u64, c_int> {
-    request_with_paths(client, opcode::FILE_OPEN, flags.0, &[path])
+    request_with_paths(client, opcode::FILE_OPEN, OpenHead { flags }.encode(), &[path])
 }
 
 /// Closes the file `handle` names, after writing out what the host holds for it; its write error, if any, comes
 /// back here (the handle is closed either way).
 pub fn close<G: Gpu>(client: &Client<G>, handle: u64) -> Result<(), c_int> {
-    request(client, opcode::FILE_CLOSE, [handle, 0, 0]).map(drop)
+    request(client, opcode::FILE_CLOSE, CloseRequest { handle }.encode()).map(drop)
 }
 
 /// Reads from `handle` (a file, or [`STDIN_HANDLE`]) into `buffer`, at most [`MAX_READ`] bytes, as `mode` says;
@@ -97,14 +93,10 @@ pub fn read<G: Gpu>(client: &Client<G>, handle: u64, buffer: &mut [u8], mode: Re
     let mut pauses = 1;
     loop {
         let mut port = client.open(opcode::FILE_READ);
-        port.send(|packet| {
-            packet.set(0, handle);
-            packet.set(1, len as u64);
-            packet.set(2, mode as u64);
-        });
-        let ([status], received) = port.recv_n_with::<1>(buffer);
+        port.send(|packet| packet.set_words(ReadRequest { handle, max: len as u64, mode }.encode()));
+        let (head, received) = port.recv_n_with::<1>(buffer);
         port.close();
-        match status {
+        match ReadReplyHead::decode(head).error {
             0 => return Ok(received.min(len)),
             status if status == errno::EAGAIN as u64 => {
                 for _ in 0..pauses {
@@ -126,31 +118,20 @@ pub fn write<G: Gpu>(client: &Client<G>, handle: u64, bytes: &[u8]) -> Result<()
 /// Moves the position of the file `handle` names, as C's `fseek` and Rust's `seek`; the new position from the
 /// start. `seek(handle, 0, Whence::Current)` tells the position without moving it.
 pub fn seek<G: Gpu>(client: &Client<G>, handle: u64, offset: i64, whence: Whence) -> Result<u64, c_int> {
-    request(client, opcode::FILE_SEEK, [handle, offset as u64, whence as u64])
+    request(client, opcode::FILE_SEEK, SeekRequest { handle, offset, whence }.encode())
 }
 
 /// Writes out what the host holds for the file `handle` names; a write error since the last flush comes back here.
 pub fn flush<G: Gpu>(client: &Client<G>, handle: u64) -> Result<(), c_int> {
-    request(client, opcode::FILE_FLUSH, [handle, 0, 0]).map(drop)
+    request(client, opcode::FILE_FLUSH, FlushRequest { handle }.encode()).map(drop)
 }
 
 /// Removes the file at `path`, or, for C's `remove`, an empty directory too.
 pub fn remove<G: Gpu>(client: &Client<G>, path: &[u8], kind: RemoveKind) -> Result<(), c_int> {
-    request_with_paths(client, opcode::FILE_REMOVE, kind as u64, &[path]).map(drop)
+    request_with_paths(client, opcode::FILE_REMOVE, RemoveHead { kind }.encode(), &[path]).map(drop)
 }
 
 /// Renames `from` to `to`, replacing `to` if it is a file, as the host's `rename` does.
 pub fn rename<G: Gpu>(client: &Client<G>, from: &[u8], to: &[u8]) -> Result<(), c_int> {
-    request_with_paths(client, opcode::FILE_RENAME, 0, &[from, to]).map(drop)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_reply_is_a_value_or_an_error_number() {
-        assert_eq!(reply([7, 0]), Ok(7));
-        assert_eq!(reply([0, errno::ENOENT as u64]), Err(errno::ENOENT));
-    }
+    request_with_paths(client, opcode::FILE_RENAME, RenameHead.encode(), &[from, to]).map(drop)
 }

@@ -13,7 +13,7 @@ use core::mem::MaybeUninit;
 
 use crate::errno;
 use crate::gpu::Gpu;
-use gpu_startup_protocol::messages::WriteHead;
+use gpu_startup_protocol::messages::{FileWriteHead, FileWriteReply, WriteHead};
 use gpu_startup_protocol::opcode;
 
 use crate::rpc::Client;
@@ -154,10 +154,9 @@ fn send_chunk<G: Gpu>(
             port.close();
         }
         Destination::File(handle) => {
-            let [word0, word1] = head.encode();
             let mut port = client.open(opcode::FILE_WRITE);
-            port.send_n_with([handle, word0, word1], bytes);
-            port.recv(|packet| error = packet.get(0));
+            port.send_n_with(FileWriteHead { handle, write: head }.encode(), bytes);
+            port.recv(|packet| error = FileWriteReply::decode(packet.get_words()).error);
             port.close();
         }
     }

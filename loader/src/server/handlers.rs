@@ -1,17 +1,22 @@
 //! The handlers of the startup's own operations (`gpu_startup_protocol::opcode`). Everything a message carries is the
 //! GPU's to choose: lengths are used only as far as they are served packet by packet, never to size an allocation.
 
-use gpu_startup_protocol::messages::WriteHead;
+use gpu_startup_protocol::messages::{WriteAck, WriteHead};
 use gpu_startup_protocol::region::{MAX_LANES, lanes};
 use startup_common::io::{Destination, Stream};
 use startup_common::reassembly::writer_key;
 use startup_common::rpc::ServerPort;
 
-use super::{Context, ServerError};
+use gpu_startup_protocol::opcode;
+
+use super::{BuiltIn, Context, ServerError};
+
+/// The operations served here, with their handlers.
+pub(super) const HANDLERS: &[(u32, BuiltIn)] = &[(opcode::WRITE, write)];
 
 /// `WRITE`: each lane's bytes go to its thread's message as they arrive (see `output`), which is written once its
 /// last chunk is complete; then one packet acknowledges the chunk.
-pub(super) fn write(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
+fn write(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
     let index = port.index();
     let mut keys = [None; MAX_LANES as usize];
     // Lanes whose stream has not ended yet: what is left of them when the message is given up.
@@ -46,6 +51,6 @@ pub(super) fn write(port: &mut ServerPort<'_>, context: &mut Context) -> Result<
         }
     }
     // The acknowledgement: the chunk is in the server's hands, so the thread's next chunk comes after it.
-    port.send(|_, packet| packet.set(0, 0));
+    port.send(|_, packet| packet.set_words(WriteAck.encode()));
     Ok(())
 }

@@ -39,7 +39,7 @@ pub use client::Client;
 #[cfg(any(test, feature = "host"))]
 pub use host::{HostBlockMemory, HostRegion, Received, StreamTooLong};
 #[cfg(any(test, feature = "host"))]
-pub use host_calls::{AlreadyRegistered, HostCallError, HostCalls};
+pub use host_calls::{AlreadyRegistered, HostCallError, HostCallHandler, HostCalls};
 pub use port::Port;
 pub use server::{Server, ServerPort, StreamPiece};
 
