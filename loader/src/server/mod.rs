@@ -182,7 +182,7 @@ impl HostServer {
     /// built-in handlers, writing to the process's stdout and stderr and reading its stdin.
     ///
     /// # Safety
-    /// As for [`Server::new`]: the region is laid out by `rpc::Layout::new(port_count, lane_size)`, was zeroed before
+    /// As for [`Server::new`]: the region is laid out by `region::Layout::new(port_count, lane_size)`, was zeroed before
     /// the program started, stays valid while the server lives, and no other server serves it.
     pub unsafe fn new(region: *mut c_void, port_count: u32, lane_size: u32) -> Self {
         // SAFETY: the caller's contract is `Server::new`'s.
