@@ -12,7 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use gpu_loader::server::HostServer;
-use startup_common::rpc::{HostRegion, Layout, WriteHead, opcode};
+use gpu_startup_protocol::messages::WriteHead;
+use gpu_startup_protocol::opcode;
+use gpu_startup_protocol::region::Layout;
+use startup_common::rpc::HostRegion;
 
 const PORTS: u32 = 1024;
 const LANES: u32 = 32;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use startup_common::abi::{Kernel, LaunchParams};
+use gpu_startup_protocol::abi::{Kernel, LaunchParams};
 
 use crate::error::Result;
 

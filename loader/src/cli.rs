@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use startup_common::abi::LaunchParams;
+use gpu_startup_protocol::abi::LaunchParams;
 use startup_common::rpc::HostCalls;
 
 use crate::image::Image;
@@ -63,8 +63,8 @@ struct Cli {
     timeout: Option<Duration>,
     /// Ports of the RPC channel between the GPU and the host (1 to 4096). With at least as many as the grid has
     /// warps (wavefronts), each warp uses a port of its own; otherwise lane groups share them.
-    #[arg(long, default_value_t = startup_common::rpc::DEFAULT_PORT_COUNT, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(startup_common::rpc::MAX_PORTS)))]
+    #[arg(long, default_value_t = gpu_startup_protocol::region::DEFAULT_PORT_COUNT, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(gpu_startup_protocol::region::MAX_PORTS)))]
     rpc_ports: u32,
     /// Bytes of stack per GPU thread.
     #[arg(long, default_value_t = crate::run::DEFAULT_STACK_SIZE, value_name = "BYTES")]

@@ -2,7 +2,7 @@
 //! and `__fini_array_object_<name>_<priority>` globals (LLVM's NVPTX scheme), orders them by priority and hands the
 //! arrays to the startup through `__init_array_start/_end` and `__fini_array_start/_end`.
 
-use startup_common::abi::{FINI_OBJECT_PREFIX, INIT_OBJECT_PREFIX};
+use gpu_startup_protocol::abi::{FINI_OBJECT_PREFIX, INIT_OBJECT_PREFIX};
 
 use crate::error::{LoaderError, Result};
 

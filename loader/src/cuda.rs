@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys::{self, CUdevice_attribute as Attr, CUfunction_attribute as FnAttr};
-use startup_common::abi::{
+use gpu_startup_protocol::abi::{
     EARLY_LAUNCH_MARKER, FINI_ARRAY_END, FINI_ARRAY_START, INIT_ARRAY_END, INIT_ARRAY_START, Kernel, LaunchParams,
 };
 
@@ -235,7 +235,7 @@ impl Backend for CudaBackend {
         let [tx, ty, tz] = params.threads;
         let [bx, by, bz] = params.blocks;
         // The startup keeps a lock word per warp in launch-sized shared memory.
-        let shared_bytes = startup_common::abi::block_memory_bytes(params, self.lane_size());
+        let shared_bytes = gpu_startup_protocol::abi::block_memory_bytes(params, self.lane_size());
         // The driver copies the argument bytes at launch, so a pointer to the caller's bytes suffices.
         let mut kernel_params = [args.as_ptr().cast_mut().cast::<c_void>()];
         // SAFETY: the function belongs to the loaded module and takes exactly one parameter of `args.len()` bytes
@@ -266,7 +266,7 @@ impl Backend for CudaBackend {
             return launch_one_by_one(self, start, args);
         }
         let grids = startup_grids(start);
-        let shared_bytes = grids.map(|grid| startup_common::abi::block_memory_bytes(&grid, self.lane_size()));
+        let shared_bytes = grids.map(|grid| gpu_startup_protocol::abi::block_memory_bytes(&grid, self.lane_size()));
         self.startup.launch(self.kernels, grids, shared_bytes, args, self.stream)
     }
 

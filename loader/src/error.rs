@@ -17,7 +17,7 @@ pub enum LoaderError {
     BadConstructor { symbol: String, problem: String },
     #[error("bad program arguments: {0}")]
     BadArguments(String),
-    #[error("bad RPC port count {0}: it must be 1 to {max}", max = startup_common::rpc::MAX_PORTS)]
+    #[error("bad RPC port count {0}: it must be 1 to {max}", max = gpu_startup_protocol::region::MAX_PORTS)]
     BadRpcPorts(u32),
     #[error("no GPU: {0}")]
     NoGpu(String),

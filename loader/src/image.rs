@@ -10,9 +10,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use gpu_startup_protocol::abi;
 use object::read::elf::{ElfFile, FileHeader, SectionHeader};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
-use startup_common::abi;
 
 use crate::error::{LoaderError, Result};
 use amd_metadata::CodeObjectMetadata;

@@ -1,6 +1,6 @@
 //! Launch dimensions from the command line, checked before anything touches a GPU.
 
-use startup_common::abi::LaunchParams;
+use gpu_startup_protocol::abi::LaunchParams;
 
 use crate::error::{LoaderError, Result};
 

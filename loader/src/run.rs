@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use startup_common::abi::{BeginArgs, Control, EndArgs, Kernel, KernelArgs, LaunchParams, MainFn, StartArgs};
-use startup_common::rpc::{self, HostCalls};
+use gpu_startup_protocol::abi::{BeginArgs, Control, EndArgs, Kernel, KernelArgs, LaunchParams, MainFn, StartArgs};
+use gpu_startup_protocol::region;
+use startup_common::rpc::HostCalls;
 
 use crate::args::ArgBlock;
 use crate::backend::{Backend, DeviceOptions, HostMapped};
@@ -48,7 +49,7 @@ pub struct RunOptions {
     pub verbose: bool,
     /// Report each kernel's registers, shared and local memory on stderr.
     pub print_resource_usage: bool,
-    /// RPC ports in the region (1 to `rpc::MAX_PORTS`).
+    /// RPC ports in the region (1 to `region::MAX_PORTS`).
     pub rpc_ports: u32,
     /// How long an RPC message may make no progress while the kernels run before the loader gives it up.
     pub rpc_stall_limit: Duration,
@@ -77,7 +78,7 @@ impl RunOptions {
             timeout: None,
             verbose: false,
             print_resource_usage: false,
-            rpc_ports: rpc::DEFAULT_PORT_COUNT,
+            rpc_ports: region::DEFAULT_PORT_COUNT,
             rpc_stall_limit: crate::server::STALL_LIMIT,
             stack_size: DEFAULT_STACK_SIZE,
             heap_size: None,
@@ -168,7 +169,7 @@ pub fn run_image(options: &RunOptions, image: &Image, started: Instant) -> Resul
 
 /// The port count must fit the protocol's layout (`--rpc-ports` is checked by clap; the library's callers are not).
 fn check_rpc_ports(ports: u32) -> Result<()> {
-    match rpc::Layout::checked(ports, 1) {
+    match region::Layout::checked(ports, 1) {
         Some(_) => Ok(()),
         None => Err(LoaderError::BadRpcPorts(ports)),
     }
@@ -233,7 +234,7 @@ pub struct Session<B: Backend> {
     backend: B,
     server: HostServer,
     region: HostMapped,
-    layout: rpc::Layout,
+    layout: region::Layout,
     options: RunOptions,
     control: *const Control,
     result: u64,
@@ -252,7 +253,7 @@ impl<B: Backend> Session<B> {
         check_rpc_ports(options.rpc_ports)?;
         backend.check_launch(&options.launch)?;
         let lane_size = backend.lane_size();
-        let layout = rpc::Layout::new(options.rpc_ports, lane_size);
+        let layout = region::Layout::new(options.rpc_ports, lane_size);
         let region = backend.alloc_host_mapped(layout.size())?;
         let control = backend.alloc_host_mapped(size_of::<Control>())?;
         let args_base = backend.alloc_device(arguments.len())?;
@@ -362,7 +363,7 @@ impl<B: Backend> Session<B> {
 
     /// The RPC region and how it is laid out, for benchmarks that compare the protocol with raw accesses to the same
     /// memory. Between runs nothing else touches it; during a run it belongs to the protocol.
-    pub fn rpc_region(&self) -> (HostMapped, rpc::Layout) {
+    pub fn rpc_region(&self) -> (HostMapped, region::Layout) {
         (self.region, self.layout)
     }
 

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use startup_common::abi::Kernel;
+use gpu_startup_protocol::abi::Kernel;
 
 use crate::error::LoaderError;
 

@@ -4,12 +4,7 @@
 //! ordinary host threads so that every piece of logic in this crate is tested on the host, including the RPC
 //! protocol with many real threads acting as clients.
 
-/// Coordinates of the calling thread, used in messages such as the panic report.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ThreadIds {
-    pub thread: [u32; 3],
-    pub block: [u32; 3],
-}
+pub use gpu_startup_protocol::abi::ThreadIds;
 
 /// The operation of [`Gpu::device_rmw`]: `word = word + operand` (wrapping; a subtraction adds the two's
 /// complement), `word | operand` or `word & operand`.

@@ -13,29 +13,16 @@ use core::mem::MaybeUninit;
 
 use crate::errno;
 use crate::gpu::Gpu;
-use crate::rpc::{Client, WriteHead, opcode};
+use gpu_startup_protocol::messages::{FileWriteHead, FileWriteReply, WriteHead};
+use gpu_startup_protocol::opcode;
+
+use crate::rpc::Client;
 
 /// Bytes of formatted output a thread gathers before sending a chunk.
 pub const PRINT_BUFFER: usize = 256;
 
-/// The two output streams.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u32)]
-pub enum Stream {
-    Stdout = 1,
-    Stderr = 2,
-}
-
-impl Stream {
-    /// The stream with this number (as in [`WriteHead::stream`]).
-    pub const fn from_number(number: u32) -> Option<Self> {
-        match number {
-            1 => Some(Self::Stdout),
-            2 => Some(Self::Stderr),
-            _ => None,
-        }
-    }
-}
+/// The two output streams, numbered as the contract numbers them.
+pub use gpu_startup_protocol::messages::Stream;
 
 /// Where output goes: one of the program's two streams, or a file the host opened (its handle).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -167,10 +154,9 @@ fn send_chunk<G: Gpu>(
             port.close();
         }
         Destination::File(handle) => {
-            let [word0, word1] = head.encode();
             let mut port = client.open(opcode::FILE_WRITE);
-            port.send_n_with([handle, word0, word1], bytes);
-            port.recv(|packet| error = packet.get(0));
+            port.send_n_with(FileWriteHead { handle, write: head }.encode(), bytes);
+            port.recv(|packet| error = FileWriteReply::decode(packet.get_words()).error);
             port.close();
         }
     }

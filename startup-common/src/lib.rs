@@ -16,7 +16,6 @@
 #[cfg(any(test, feature = "host"))]
 extern crate std;
 
-pub mod abi;
 pub mod allocator;
 pub mod atexit;
 pub mod block_memory;
@@ -36,6 +35,9 @@ pub mod stdio;
 pub mod sync;
 mod target_runtime;
 pub mod test_table;
+
+/// The kernel ABI, shared with the loader: the contract crate's.
+pub use gpu_startup_protocol::abi;
 
 pub use abi::{FiniCallback, InitCallback, MainFn};
 pub use block_memory::BlockMemory;

@@ -7,8 +7,9 @@
 use std::collections::HashMap;
 use std::vec::Vec;
 
+use gpu_startup_protocol::messages::WriteHead;
+
 use crate::io::Destination;
-use crate::rpc::WriteHead;
 
 /// The most bytes of one thread's unfinished message held back to be written whole. A message longer than this
 /// (`print!` output of over a MiB, or a longer `fwrite`) is written out in pieces of about this size as it arrives,

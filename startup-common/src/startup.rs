@@ -101,7 +101,7 @@ impl<G: Gpu> Runtime<G> {
     /// `args` must come from the loader as `docs/abi.md` describes (a valid RPC region, argv and envp arrays), and no
     /// other thread may use the runtime while this runs.
     pub unsafe fn begin(&self, args: &BeginArgs, arrays: &CallbackArrays) {
-        // SAFETY: the loader hands a region laid out by `rpc::Layout` for this many ports, and nothing else uses the
+        // SAFETY: the loader hands a region laid out by `region::Layout` for this many ports, and nothing else uses the
         // client yet: `_begin` is the program's first kernel and runs on one thread.
         unsafe { self.client.reset(args.rpc_region, args.rpc_port_count) };
         // SAFETY: the start of the kernel, after the reset, on every thread of the block (the only one).

@@ -22,8 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gpu_loader::server::{HELD_IN_ALL, HostServer};
+use gpu_startup_protocol::region::Layout;
 use libfuzzer_sys::fuzz_target;
-use startup_common::rpc::{HostRegion, Layout, testing};
+use startup_common::rpc::{HostRegion, testing};
 
 /// Polls after the script is done, to see that given-up ports stay retired.
 const EXTRA_POLLS: usize = 2;

@@ -6,7 +6,7 @@ use std::ffi::c_void;
 
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys;
-use startup_common::abi::{Kernel, LaunchParams};
+use gpu_startup_protocol::abi::{Kernel, LaunchParams};
 
 use super::errors::describe;
 use crate::error::{LoaderError, Result};
@@ -144,7 +144,7 @@ pub(super) enum Chain {
     #[default]
     Ordered,
     /// Each kernel may launch while the one before still runs (programmatic dependent launch): the image's kernels
-    /// wait for the one before them themselves ([`startup_common::abi::EARLY_LAUNCH_MARKER`]). The launch latency
+    /// wait for the one before them themselves ([`gpu_startup_protocol::abi::EARLY_LAUNCH_MARKER`]). The launch latency
     /// of `_start` and `_end` then overlaps the work of the kernel before.
     Early,
 }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::io;
 use std::time::Instant;
 
-use startup_common::abi::LaunchParams;
+use gpu_startup_protocol::abi::LaunchParams;
 
 use super::protocol::{Ending, OutputFrames, Report, RunRequest, RunResult};
 use crate::args::ArgBlock;

@@ -4,7 +4,7 @@
 
 use std::ffi::c_void;
 
-use startup_common::abi::LaunchParams;
+use gpu_startup_protocol::abi::LaunchParams;
 
 use super::sys;
 use crate::image::amd_metadata::KernelArg;
@@ -179,7 +179,7 @@ pub fn queue_size(min: u32, max: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use startup_common::abi::{BeginArgs, EndArgs, KernelArgs, StartArgs};
+    use gpu_startup_protocol::abi::{BeginArgs, EndArgs, KernelArgs, StartArgs};
 
     fn params(threads: [u32; 3], blocks: [u32; 3]) -> LaunchParams {
         LaunchParams { threads, blocks }
@@ -264,7 +264,7 @@ mod tests {
                 argv,
                 envp,
                 rpc_region: 0x3000 as *mut c_void,
-                control: 0x4000 as *mut startup_common::abi::Control,
+                control: 0x4000 as *mut gpu_startup_protocol::abi::Control,
                 heap: 0x6000 as *mut c_void,
                 heap_size: 1 << 30,
             },

@@ -4,7 +4,7 @@
 
 use std::ffi::{CStr, CString};
 
-use startup_common::abi::Kernel;
+use gpu_startup_protocol::abi::Kernel;
 
 use super::dispatch::{self, KernelCode};
 use super::runtime::{self, HsaError};

@@ -30,7 +30,7 @@ use std::ffi::{CString, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use startup_common::abi::{Kernel, LaunchParams};
+use gpu_startup_protocol::abi::{Kernel, LaunchParams};
 
 use crate::backend::{Backend, HostMapped, Progress, ResourceUsage};
 use crate::error::{LoaderError, Result};
@@ -168,7 +168,7 @@ impl Backend for HsaBackend {
         // Destroyed in `Drop`. The packet processor decrements it to 0 when the dispatch completes.
         let signal = runtime.signal_create(1)?;
         self.dispatches.push((kernel, signal));
-        let block_memory = startup_common::abi::block_memory_bytes(params, self.lane_size);
+        let block_memory = gpu_startup_protocol::abi::block_memory_bytes(params, self.lane_size);
         let packet = dispatch::dispatch_packet(&geometry, &code, block_memory, kernargs, signal);
 
         // SAFETY: the queue is ours; the runtime keeps its descriptor valid until `hsa_queue_destroy`.

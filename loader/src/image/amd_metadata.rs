@@ -7,9 +7,9 @@
 //! `hidden_`), to fill the hidden arguments it knows (see `hsa::dispatch::kernarg_segment`), and for the wavefront
 //! size and resource counts. [`Image::amd_metadata`](super::Image::amd_metadata) parses it once per image.
 
+use gpu_startup_protocol::abi;
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
 use rmpv::Value;
-use startup_common::abi;
 
 /// The note type of the msgpack metadata (`NT_AMDGPU_METADATA` in LLVM's `ELF.h`).
 pub const NT_AMDGPU_METADATA: u32 = 32;

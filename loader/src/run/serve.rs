@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use startup_common::abi::{self, Control, Kernel, ProgramEnd};
+use gpu_startup_protocol::abi::{self, Control, Kernel, ProgramEnd};
 use startup_common::startup::PANIC_EXIT_CODE;
 
 use super::{PANIC_GRACE, RunReport, panicked_threads, pending_signal};

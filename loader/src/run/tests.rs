@@ -6,12 +6,14 @@ use super::*;
 use crate::backend::{Progress, ResourceUsage};
 use crate::server::tests::{Capture, Scribbler, first_packet_of_a_write};
 use crate::status::RunStatus;
-use startup_common::abi::{self, ProgramEnd};
+use gpu_startup_protocol::abi::{self, ProgramEnd};
+use gpu_startup_protocol::messages::WriteHead;
+use gpu_startup_protocol::opcode;
 use startup_common::gpu::HostThread;
 use startup_common::io as gpu_io;
 use startup_common::io::Stream;
+use startup_common::rpc::Client;
 use startup_common::rpc::testing::{self, TestOperations};
-use startup_common::rpc::{Client, WriteHead, opcode};
 use startup_common::{Gpu, ThreadIds};
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -112,7 +114,7 @@ impl Backend for StandIn {
                 // SAFETY: the first allocation is the session's zeroed RPC region, for `ports` ports of one lane,
                 // and it is never freed.
                 unsafe { client.reset(region as *mut c_void, ports) };
-                program(client, Scribbler::new(region as *mut c_void, rpc::Layout::new(ports, 1)));
+                program(client, Scribbler::new(region as *mut c_void, region::Layout::new(ports, 1)));
             }));
         }
         Ok(())
@@ -306,7 +308,7 @@ fn progress_markers_name_the_faulting_kernel() {
 /// A port count outside what the protocol lays out is an error through the library, not a panic.
 #[test]
 fn a_bad_port_count_is_an_error() {
-    for ports in [0, rpc::MAX_PORTS + 1, u32::MAX] {
+    for ports in [0, region::MAX_PORTS + 1, u32::MAX] {
         let mut options = options();
         options.rpc_ports = ports;
         let error = run(&options).unwrap_err();
@@ -384,7 +386,7 @@ fn a_scribbling_device_is_stopped_by_the_timeout() {
             let mut word = u64::MAX;
             while !scribbling.load(Ordering::Relaxed) {
                 word ^= 1;
-                scribbler.set(rpc::Layout::new(rpc::DEFAULT_PORT_COUNT, 1).client_outbox(3), word);
+                scribbler.set(region::Layout::new(region::DEFAULT_PORT_COUNT, 1).client_outbox(3), word);
             }
         }),
     );

@@ -1,15 +1,22 @@
-//! The handlers of the startup's own operations (`startup_common::rpc::opcode`). Everything a message carries is the
+//! The handlers of the startup's own operations (`gpu_startup_protocol::opcode`). Everything a message carries is the
 //! GPU's to choose: lengths are used only as far as they are served packet by packet, never to size an allocation.
 
+use gpu_startup_protocol::messages::{WriteAck, WriteHead};
+use gpu_startup_protocol::region::{MAX_LANES, lanes};
 use startup_common::io::{Destination, Stream};
 use startup_common::reassembly::writer_key;
-use startup_common::rpc::{MAX_LANES, ServerPort, WriteHead};
+use startup_common::rpc::ServerPort;
 
-use super::{Context, ServerError};
+use gpu_startup_protocol::opcode;
+
+use super::{BuiltIn, Context, ServerError};
+
+/// The operations served here, with their handlers.
+pub(super) const HANDLERS: &[(u32, BuiltIn)] = &[(opcode::WRITE, write)];
 
 /// `WRITE`: each lane's bytes go to its thread's message as they arrive (see `output`), which is written once its
 /// last chunk is complete; then one packet acknowledges the chunk.
-pub(super) fn write(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
+fn write(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
     let index = port.index();
     let mut keys = [None; MAX_LANES as usize];
     // Lanes whose stream has not ended yet: what is left of them when the message is given up.
@@ -39,11 +46,11 @@ pub(super) fn write(port: &mut ServerPort<'_>, context: &mut Context) -> Result<
     if port.is_abandoned() {
         // The rest will not come, and the run may go on: what arrived is written now, ending its line, rather than
         // run into the thread's next message.
-        for key in startup_common::rpc::lanes(unfinished).filter_map(|lane| keys[lane as usize]) {
+        for key in lanes(unfinished).filter_map(|lane| keys[lane as usize]) {
             context.output.cut_short(key)?;
         }
     }
     // The acknowledgement: the chunk is in the server's hands, so the thread's next chunk comes after it.
-    port.send(|_, packet| packet.set(0, 0));
+    port.send(|_, packet| packet.set_words(WriteAck.encode()));
     Ok(())
 }

@@ -1,4 +1,5 @@
-//! The host's RPC server: a handler per opcode over the protocol in `startup_common::rpc`.
+//! The host's RPC server: one dispatch table from opcode to handler, for the startup's own operations and the host
+//! calls of one's own alike, over the protocol in `startup_common::rpc`.
 //!
 //! [`HostServer::poll`] serves every port that has a message waiting, once. The loop that calls it (watching for the
 //! program's end, waiting for the kernels, timeouts, signals) is the loader's. Output is buffered and flushed whenever a pass finds no work (and at least every
@@ -10,9 +11,10 @@ use std::fmt;
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
+use gpu_startup_protocol::opcode;
 use startup_common::ThreadIds;
 use startup_common::io::Stream;
-use startup_common::rpc::{HostCallError, HostCalls, Server, ServerPort, opcode};
+use startup_common::rpc::{HostCallError, HostCalls, Server, ServerPort};
 
 pub mod files;
 mod handlers;
@@ -133,11 +135,27 @@ impl Context {
 /// Serves one message on `port`; called with the port open and the message's first packet waiting.
 pub type Handler = Box<dyn FnMut(&mut ServerPort<'_>, &mut Context) -> Result<(), ServerError> + Send>;
 
-/// The RPC server with its handler table: the startup's operations, and the host calls of one's own it was given.
+/// The handler of one of the startup's own operations: each group's handler file lists its opcodes with theirs
+/// (`HANDLERS` in `handlers` and in `files::handlers`).
+type BuiltIn = fn(&mut ServerPort<'_>, &mut Context) -> Result<(), ServerError>;
+
+/// The handlers of the startup's own operations, every group's.
+fn built_ins() -> impl Iterator<Item = (u32, BuiltIn)> {
+    handlers::HANDLERS.iter().chain(files::handlers::HANDLERS).copied()
+}
+
+/// An entry of the dispatch table: the handler of one opcode, and the name of a host call of one's own (the
+/// startup's operations have theirs in the opcode list).
+struct Route {
+    handler: Handler,
+    host_call: Option<&'static str>,
+}
+
+/// The RPC server with its dispatch table: the startup's operations, and the host calls of one's own it was given.
 pub struct HostServer {
     server: Server,
-    handlers: HashMap<u32, Handler>,
-    host_calls: HostCalls,
+    /// Every opcode served, built-in or a host call of one's own, with its handler.
+    routes: HashMap<u32, Route>,
     context: Context,
     /// Whether the last `poll` found any message.
     served: bool,
@@ -164,15 +182,14 @@ impl HostServer {
     /// built-in handlers, writing to the process's stdout and stderr and reading its stdin.
     ///
     /// # Safety
-    /// As for [`Server::new`]: the region is laid out by `rpc::Layout::new(port_count, lane_size)`, was zeroed before
+    /// As for [`Server::new`]: the region is laid out by `region::Layout::new(port_count, lane_size)`, was zeroed before
     /// the program started, stays valid while the server lives, and no other server serves it.
     pub unsafe fn new(region: *mut c_void, port_count: u32, lane_size: u32) -> Self {
         // SAFETY: the caller's contract is `Server::new`'s.
         let server = unsafe { Server::new(region, port_count, lane_size) };
         let mut this = Self {
             server,
-            handlers: HashMap::new(),
-            host_calls: HostCalls::new(),
+            routes: HashMap::new(),
             context: Context::new(Box::new(io::stdout()), Box::new(io::stderr()), StdinSource::process()),
             served: false,
             given_up: Vec::new(),
@@ -181,21 +198,28 @@ impl HostServer {
             next_recent: 0,
             stats: ServeStats::default(),
         };
-        this.register(opcode::WRITE, Box::new(handlers::write));
-        this.register(opcode::FILE_OPEN, Box::new(files::handlers::open));
-        this.register(opcode::FILE_CLOSE, Box::new(files::handlers::close));
-        this.register(opcode::FILE_READ, Box::new(files::handlers::read));
-        this.register(opcode::FILE_WRITE, Box::new(files::handlers::write));
-        this.register(opcode::FILE_SEEK, Box::new(files::handlers::seek));
-        this.register(opcode::FILE_FLUSH, Box::new(files::handlers::flush));
-        this.register(opcode::FILE_REMOVE, Box::new(files::handlers::remove));
-        this.register(opcode::FILE_RENAME, Box::new(files::handlers::rename));
+        for (opcode, handler) in built_ins() {
+            this.register(opcode, Box::new(handler));
+        }
         this
     }
 
-    /// Serves the opcodes of `host_calls` with their handlers (a message of another user opcode has none).
+    /// Serves the opcodes of `host_calls` with their handlers, instead of those given before (a message of another
+    /// user opcode has none).
     pub fn with_host_calls(mut self, host_calls: HostCalls) -> Self {
-        self.host_calls = host_calls;
+        self.routes.retain(|_, route| route.host_call.is_none());
+        for (call, handler) in host_calls.handlers() {
+            let (name, number) = (call.name(), call.number());
+            let handler: Handler = Box::new(move |port, _| {
+                handler.serve(port).map_err(|source| ServerError::HostCall {
+                    name,
+                    opcode: number,
+                    port: port.index(),
+                    source,
+                })
+            });
+            self.routes.insert(number, Route { handler, host_call: Some(name) });
+        }
         self
     }
 
@@ -227,7 +251,7 @@ impl HostServer {
     /// one's own come with [`HostServer::with_host_calls`].
     pub(crate) fn register(&mut self, opcode: u32, handler: Handler) -> Option<Handler> {
         debug_assert!(opcode::is_reserved(opcode), "{opcode:#x} is a user opcode");
-        self.handlers.insert(opcode, handler)
+        self.routes.insert(opcode, Route { handler, host_call: None }).map(|route| route.handler)
     }
 
     /// Serves every port with a waiting message once. A message whose client stops answering midway is waited for while the watcher lets it (see
@@ -276,12 +300,10 @@ impl HostServer {
         }
         self.stats.messages += 1;
         self.stats.lanes += u64::from(lanes.count_ones());
-        let handler = self.handlers.get_mut(&op);
-        // The startup's operations (printing above all) never look in the host calls' table.
-        let host_call = if handler.is_none() { self.host_calls.opcode(op) } else { None };
-        if handler.is_none() && host_call.is_none() {
+        let Some(route) = self.routes.get_mut(&op) else {
             return Err(ServerError::UnknownOpcode { opcode: op, port: index });
-        }
+        };
+        let host_call = route.host_call;
         let stall_limit = self.stall_limit;
         let mut why = None;
         // The client's progress as last seen: its hand-offs in this message so far, and since when.
@@ -305,20 +327,12 @@ impl HostServer {
         };
         self.context.sender = None;
         let mut port = port.watched(&mut watch);
-        let handled = match (handler, host_call) {
-            (Some(handler), _) => handler(&mut port, &mut self.context),
-            (None, Some(call)) => match self.host_calls.serve(&mut port) {
-                Some(Err(source)) => Err(ServerError::HostCall { name: call.name(), opcode: op, port: index, source }),
-                _ => Ok(()),
-            },
-            (None, None) => unreachable!("refused above"),
-        };
+        let handled = (route.handler)(&mut port, &mut self.context);
         let abandoned = port.is_abandoned();
         drop(port);
         handled?;
         if abandoned {
             let why = why.unwrap_or(GiveUpReason::ClientGone);
-            let host_call = host_call.map(|call| call.name());
             self.given_up.push(GivenUp { port: index, opcode: op, host_call, lanes, sender: self.context.sender, why });
         }
         if !self.recent.contains(&index) {

@@ -18,7 +18,9 @@ use core::marker::PhantomData;
 
 pub use bytemuck::{Pod, Zeroable};
 
-use super::{Client, PACKET_BYTES, Packet, Port, gather, opcode, scatter};
+use gpu_startup_protocol::region::{PACKET_BYTES, gather, scatter};
+
+use super::{Client, Packet, Port, opcode};
 use crate::gpu::Gpu;
 
 /// An opcode of the users' range, [`opcode::FIRST_USER`] and above, with the name the loader gives it in messages

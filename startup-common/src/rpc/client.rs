@@ -6,11 +6,13 @@ use core::ffi::c_void;
 use core::marker::PhantomData;
 use core::sync::atomic::Ordering;
 
+use gpu_startup_protocol::region::MAX_PORTS;
+
+use super::Region;
 use super::block::Block;
 use super::lock::{GroupLock, Locks, PortMemo};
 use super::port::Port;
 use super::setup::{Setup, view};
-use super::{MAX_PORTS, Region};
 use crate::gpu::Gpu;
 
 /// The device's end of the channel: one per program, shared by every thread.

@@ -5,7 +5,9 @@ use core::ptr::NonNull;
 use std::boxed::Box;
 use std::vec::Vec;
 
-use super::{Layout, ServerPort};
+use gpu_startup_protocol::region::Layout;
+
+use super::ServerPort;
 use crate::sync::AtomicU64;
 
 /// Block memory in ordinary host memory, for host models of a block with `N` lane groups: it starts as garbage, as

@@ -6,7 +6,9 @@ use std::boxed::Box;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{HostCall, MAX_LANES, Pod, ServerPort, UserOpcode};
+use gpu_startup_protocol::region::MAX_LANES;
+
+use super::{HostCall, Pod, ServerPort, UserOpcode};
 
 /// What a handler returns when it fails: any error (`?` converts one, `"text".into()` makes one). The loader then
 /// ends the run with a one-line message naming the call and this error.
@@ -36,7 +38,21 @@ pub struct HostCalls {
 #[derive(Clone)]
 struct Registered {
     opcode: UserOpcode,
-    handler: Arc<Mutex<Handler>>,
+    handler: HostCallHandler,
+}
+
+/// The handler of one host call, shared by every table that holds it (a clone of [`HostCalls`], a server's dispatch
+/// table).
+#[derive(Clone)]
+pub struct HostCallHandler(Arc<Mutex<Handler>>);
+
+impl HostCallHandler {
+    /// Serves the message open on `port` (of this handler's opcode).
+    pub fn serve(&self, port: &mut ServerPort<'_>) -> Result<(), HostCallError> {
+        // A handler that panicked leaves its state as the panic left it, like any `FnMut` that unwinds.
+        let mut handler = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        handler(port)
+    }
 }
 
 /// A second handler for an opcode that has one.
@@ -99,7 +115,7 @@ impl HostCalls {
         opcode: UserOpcode,
         handler: impl FnMut(&mut ServerPort<'_>) -> Result<(), HostCallError> + Send + 'static,
     ) -> Result<&mut Self, AlreadyRegistered> {
-        self.insert(Registered { opcode, handler: Arc::new(Mutex::new(handler)) })
+        self.insert(Registered { opcode, handler: HostCallHandler(Arc::new(Mutex::new(handler))) })
     }
 
     /// Adds every handler of `other` (sharing them, as a clone does). Fails, adding none, when an opcode of `other`
@@ -134,13 +150,15 @@ impl HostCalls {
         self.table.values().map(|entry| entry.opcode)
     }
 
+    /// Each registered opcode with its handler, lowest first: what a server's dispatch table takes in.
+    pub fn handlers(&self) -> impl Iterator<Item = (UserOpcode, HostCallHandler)> + '_ {
+        self.table.values().map(|entry| (entry.opcode, entry.handler.clone()))
+    }
+
     /// Serves the message open on `port` with the handler of its opcode: `None` when no handler is registered for
     /// it (the port is left as it is), else what the handler returned.
     pub fn serve(&self, port: &mut ServerPort<'_>) -> Option<Result<(), HostCallError>> {
-        let entry = self.table.get(&port.opcode())?;
-        // A handler that panicked leaves its state as the panic left it, like any `FnMut` that unwinds.
-        let mut handler = entry.handler.lock().unwrap_or_else(PoisonError::into_inner);
-        Some(handler(port))
+        Some(self.table.get(&port.opcode())?.handler.serve(port))
     }
 }
 

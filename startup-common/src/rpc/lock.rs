@@ -5,7 +5,8 @@
 use core::sync::atomic::Ordering;
 
 #[cfg(not(loom))]
-use super::MAX_PORTS;
+use gpu_startup_protocol::region::MAX_PORTS;
+
 use crate::gpu::Gpu;
 use crate::sync::{AtomicU32, AtomicU64};
 

@@ -4,8 +4,10 @@
 use core::marker::PhantomData;
 use core::sync::atomic::Ordering;
 
+use gpu_startup_protocol::region::{PACKET_BYTES, PACKET_WORDS, first_packet_bytes, gather, scatter};
+
 use super::lock::{GroupLock, Locks, PortMemo};
-use super::{PACKET_BYTES, PACKET_WORDS, Packet, Region, first_packet_bytes, gather, scatter};
+use super::{Packet, Region};
 use crate::gpu::Gpu;
 use crate::sync::spin_pause;
 

@@ -4,9 +4,11 @@
 use core::ffi::c_void;
 use core::sync::atomic::Ordering;
 
-use super::{
-    Layout, MAX_PORTS, PACKET_BYTES, PACKET_WORDS, Packet, Region, first_packet_bytes, gather, lanes, stream_packets,
+use gpu_startup_protocol::region::{
+    Layout, MAX_PORTS, PACKET_BYTES, PACKET_WORDS, first_packet_bytes, gather, lanes, stream_packets,
 };
+
+use super::{Packet, Region};
 use crate::sync::{AtomicU64, spin_pause};
 
 /// The host's end of the channel.

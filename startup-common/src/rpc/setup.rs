@@ -4,7 +4,9 @@
 use core::ffi::c_void;
 use core::sync::atomic::Ordering;
 
-use super::{Layout, MAX_PORTS, Region};
+use gpu_startup_protocol::region::{Layout, MAX_PORTS};
+
+use super::Region;
 use crate::gpu::Gpu;
 use crate::sync::{AtomicPtr, AtomicU32, AtomicU64};
 

@@ -125,7 +125,9 @@ mod host {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    use super::super::{HostCallError, HostCalls, MAX_LANES, Packet, ServerPort};
+    use gpu_startup_protocol::region::MAX_LANES;
+
+    use super::super::{HostCallError, HostCalls, Packet, ServerPort};
     use super::*;
 
     /// The test operations and the suite's example host calls, each with its handler (every call makes new state:

@@ -8,12 +8,14 @@ use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::{Arc, Barrier, Condvar, Mutex};
 
+use gpu_startup_protocol::messages::WriteHead;
+use gpu_startup_protocol::region::Layout;
 use startup_common::BlockMemory;
 use startup_common::abi::LaunchParams;
 use startup_common::gpu::{Gpu, ThreadIds};
 use startup_common::io::{Destination, Stream};
 use startup_common::reassembly::{Reassembly, writer_key};
-use startup_common::rpc::{Client, HostBlockMemory, HostCalls, HostRegion, Layout, Server, WriteHead, opcode, testing};
+use startup_common::rpc::{Client, HostBlockMemory, HostCalls, HostRegion, Server, opcode, testing};
 
 /// Scales a count down under Miri, where every thread switch is slow.
 pub fn scaled(normal: usize, miri: usize) -> usize {

@@ -2,11 +2,12 @@
 //! a buggy GPU program can.
 
 use super::*;
+use gpu_startup_protocol::messages::WriteHead;
+use gpu_startup_protocol::region::Layout;
 use startup_common::gpu::HostThread;
 use startup_common::io as gpu_io;
 use startup_common::rpc::testing::{self, TestOperations};
-use startup_common::rpc::{Client, HostCall, HostRegion, Layout, UserOpcode};
-use startup_common::rpc::{Scribble, WriteHead};
+use startup_common::rpc::{Client, HostCall, HostRegion, Scribble, UserOpcode};
 use std::sync::{Arc, Mutex};
 
 mod scribbled;
@@ -112,6 +113,27 @@ fn counts_messages_and_lanes() {
         }
     });
     assert_eq!(server.stats(), ServeStats { messages: 5, lanes: 5 });
+}
+
+/// One table serves every opcode: each operation of the opcode list has its built-in handler, the host calls given
+/// join them, and host calls given again replace those before.
+#[test]
+fn one_table_serves_the_opcode_list_and_the_host_calls() {
+    let (region, _client) = two_ports();
+    // SAFETY: same region; this is its only server.
+    let server = unsafe { HostServer::new(region.as_ptr(), 2, 1) };
+    let mut served: Vec<u32> = server.routes.keys().copied().collect();
+    served.sort();
+    assert_eq!(served, gpu_startup_protocol::opcode::ALL);
+    let server = server.with_host_calls(testing::operations());
+    let increment = testing::INCREMENT.opcode().number();
+    assert_eq!(server.routes[&increment].host_call, Some("test increment"));
+    assert_eq!(server.routes.len(), gpu_startup_protocol::opcode::ALL.len() + testing::operations().opcodes().count());
+    let mut only_square = HostCalls::new();
+    only_square.on_call(testing::SQUARE, Ok).unwrap();
+    let server = server.with_host_calls(only_square);
+    assert!(!server.routes.contains_key(&increment));
+    assert_eq!(server.routes.len(), gpu_startup_protocol::opcode::ALL.len() + 1);
 }
 
 /// A message whose opcode has no handler ends the run, in the startup's range and in the users': a plain loader

@@ -28,61 +28,6 @@ fn server(region: &HostRegion) -> Server {
 }
 
 #[test]
-fn layout_sizes_and_offsets() {
-    let layout = Layout::new(4, 32);
-    // 2 mailbox blocks of 8 words (rounded up), then 4 ports of a header line and 8 words × 32 lanes.
-    assert_eq!(layout.words(), 2 * 8 + 4 * (8 + 8 * 32));
-    assert_eq!(layout.size(), layout.words() * 8);
-    assert_eq!(layout.client_outbox(3), 3);
-    assert_eq!(layout.server_outbox(0), 8);
-    assert_eq!(layout.header(1), 16 + 264);
-    assert_eq!(layout.packet_word(1, 2, 5), 16 + 264 + 8 + 2 * 32 + 5);
-    assert_eq!(region_size(DEFAULT_PORT_COUNT, 32), 2 * 1024 * 8 + 1024 * (64 + 2048));
-    assert_eq!(region_size(MAX_PORTS, 64), 2 * 4096 * 8 + 4096 * (64 + 4096));
-    assert_eq!(region_size(1, 1), 2 * 64 + 128);
-    // Every port's packet block starts on a cache line, so a warp's store of one word is whole lines.
-    for lanes in [1, 32, 64] {
-        let layout = Layout::new(13, lanes);
-        for port in 0..13 {
-            assert_eq!(layout.header(port) * 8 % Layout::ALIGN, 0);
-        }
-        assert_eq!(layout.size() % Layout::ALIGN, 0);
-    }
-}
-
-#[test]
-#[should_panic(expected = "port count out of range")]
-fn too_many_ports_are_refused() {
-    let _ = Layout::new(MAX_PORTS + 1, 32);
-}
-
-#[test]
-fn stream_packet_counts() {
-    assert_eq!(first_packet_bytes(0), 56);
-    assert_eq!(first_packet_bytes(2), 40);
-    assert_eq!(stream_packets(0, 0), 1);
-    assert_eq!(stream_packets(56, 0), 1);
-    assert_eq!(stream_packets(57, 0), 2);
-    assert_eq!(stream_packets(56 + 64, 0), 2);
-    assert_eq!(stream_packets(56 + 65, 0), 3);
-    assert_eq!(stream_packets(41, 2), 2);
-}
-
-#[test]
-fn write_head_round_trips() {
-    let head =
-        WriteHead { stream: 2, flags: WriteHead::MORE | WriteHead::NEWLINE, thread: 0x1234_5678_9abc, group: u64::MAX };
-    assert_eq!(WriteHead::decode(head.encode()), head);
-    // The thread's coordinates come back from a head for reports: x, y, z of the thread in 16 bits each, the
-    // block's x whole and its y and z in 16 bits.
-    let ids = ThreadIds { thread: [1023, 2, 63], block: [0x8_0001, 65535, 7] };
-    let head = WriteHead::decode(WriteHead::for_thread(1, 0, ids).encode());
-    assert_eq!((head.stream, head.flags, head.writer()), (1, 0, ids));
-    let wide = ThreadIds { thread: [0x1_0001, 0, 0], block: [0, 0x1_0002, 0] };
-    assert_eq!(WriteHead::for_thread(1, 0, wide).writer(), ThreadIds { thread: [1, 0, 0], block: [0, 2, 0] });
-}
-
-#[test]
 fn unready_client_reports_it() {
     let client = Client::<HostThread>::new();
     assert!(!client.is_ready());

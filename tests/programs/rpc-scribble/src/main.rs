@@ -23,8 +23,11 @@ use core::time::Duration;
 
 use gpu_startup::time::Instant;
 use gpu_startup::{println, rpc, thread};
-use startup_common::ThreadIds;
-use startup_common::rpc::{Layout, Scribble, WriteHead, opcode, testing};
+use gpu_startup_protocol::abi::ThreadIds;
+use gpu_startup_protocol::messages::WriteHead;
+use gpu_startup_protocol::opcode;
+use gpu_startup_protocol::region::Layout;
+use startup_common::rpc::{Scribble, testing};
 
 /// The program's RPC region, written word by word.
 struct Region {

@@ -8,13 +8,16 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use gpu_startup_protocol::messages::WriteHead;
+use gpu_startup_protocol::opcode;
+use gpu_startup_protocol::region::Layout;
 use startup_common::Gpu;
 use startup_common::errno;
 use startup_common::files::{self, MAX_OPEN_FILES, MAX_READ, OpenFlags, ReadMode, RemoveKind, STDIN_HANDLE, Whence};
 use startup_common::gpu::HostThread;
 use startup_common::io::Destination;
 use startup_common::rpc::testing::{self, TestOperations};
-use startup_common::rpc::{Client, HostRegion, Layout, WriteHead, opcode};
+use startup_common::rpc::{Client, HostRegion};
 
 mod c_streams;
 

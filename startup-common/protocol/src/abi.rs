@@ -1,5 +1,6 @@
 //! The kernel ABI between `gpu-loader` and the startup: the three kernels ([`Kernel`]), the one argument each takes,
-//! and the names the loader looks up. The loader uses these very types to build the arguments, so the two sides cannot drift apart.
+//! and the names the loader looks up. The loader uses these very types to build the arguments, so the two sides
+//! cannot drift apart.
 //! `docs/abi.md` describes the whole contract.
 //!
 //! Every kernel takes exactly one parameter, one of the structs below, passed by value: a `.param` aggregate on
@@ -75,6 +76,14 @@ pub mod progress {
     pub const BEGIN_DONE: u32 = 1;
     /// `_end` started: `main` returned on every thread.
     pub const END_STARTED: u32 = 2;
+}
+
+/// Coordinates of the calling thread, used in messages such as the panic report and in the key of a write
+/// ([`WriteHead`](crate::messages::WriteHead)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadIds {
+    pub thread: [u32; 3],
+    pub block: [u32; 3],
 }
 
 /// A constructor: called once, before `main`, with `main`'s arguments. PTX calls through a function pointer only with
@@ -165,7 +174,7 @@ pub struct BeginArgs {
     pub rpc_port_count: u32,
     pub argv: *mut *mut c_char,
     pub envp: *mut *mut c_char,
-    /// The RPC region in host-pinned, device-mapped memory (layout: `rpc::Layout`), as the device addresses it.
+    /// The RPC region in host-pinned, device-mapped memory (layout: [`Layout`](crate::region::Layout)), as the device addresses it.
     pub rpc_region: *mut c_void,
     /// Where the startup reports its progress.
     pub control: *mut Control,
@@ -187,7 +196,7 @@ pub struct StartArgs {
     /// Device memory, zeroed by the loader, into which every thread ORs the value its `main` returned.
     pub result: *mut c_int,
     /// What every thread calls: null for `main`, or a test binary's `__gpu_test_entry_*` global (see
-    /// [`test_table`](crate::test_table)), which holds the test's trampoline.
+    /// `startup_common::test_table`), which holds the test's trampoline.
     pub test: *const MainFn,
 }
 
@@ -267,14 +276,14 @@ pub const BLOCK_MEMORY_HEADER: u32 = 16;
 pub const BLOCK_MEMORY_PER_GROUP: u32 = 16;
 
 /// Bytes of block memory per thread of a block, after the lane groups' part ([`block_memory_bytes`]): the thread's
-/// C `errno` ([`crate::errno`]).
+/// C `errno` (`startup_common::errno`).
 pub const BLOCK_MEMORY_PER_THREAD: u32 = 4;
 
 /// Bytes of launch-sized block memory ("dynamic shared memory", 8-byte aligned) the loader requests with every launch
 /// of the three kernels, for `params` on a target with `lane_size` lanes per warp or wavefront: 16 bytes where the RPC
 /// client keeps a copy of its setup, then 16 bytes per lane group of a block, where it keeps the group's port and that
 /// port's lock (`docs/rpc.md`), then 4 bytes per thread of the block, its `errno`. The startup reaches it through
-/// [`Gpu::block_memory`](crate::Gpu::block_memory).
+/// `Gpu::block_memory` (`startup_common::Gpu`).
 pub fn block_memory_bytes(params: &LaunchParams, lane_size: u32) -> u32 {
     block_memory_thread_part(params, lane_size) + params.threads_per_block() * BLOCK_MEMORY_PER_THREAD
 }

@@ -1,0 +1,162 @@
+//! The values the file operations' messages carry (`docs/rpc.md`): how a file is opened, where a seek counts from,
+//! how much a read takes, what a remove removes, and the limits both sides keep. Error numbers travel as the C
+//! library's (`startup_common::errno`).
+
+/// The handle that names the loader's stdin: it can only be read.
+pub const STDIN_HANDLE: u64 = 0;
+
+/// The first handle the host gives a file; the next file gets the next number, and no number is given twice in a
+/// run.
+pub const FIRST_FILE_HANDLE: u64 = 3;
+
+/// The most files a run may have open at once (C's `FOPEN_MAX`); one more is `EMFILE`.
+pub const MAX_OPEN_FILES: usize = 256;
+
+/// The most bytes one lane reads in one message: the host holds what it sends. A longer read returns this many
+/// (a short read, as `read` may return); C's `fread` and Rust's `read_exact` go on with the rest.
+pub const MAX_READ: usize = 64 << 10;
+
+/// The longest path, in bytes (Linux's `PATH_MAX` with its NUL); a longer one is `ENAMETOOLONG`.
+pub const MAX_PATH: usize = 4096;
+
+/// How a file is opened: the head word of [`FILE_OPEN`](crate::opcode::FILE_OPEN). The meanings are those of Rust's
+/// `OpenOptions`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenFlags(pub u64);
+
+impl OpenFlags {
+    pub const READ: u64 = 1;
+    pub const WRITE: u64 = 2;
+    /// Every write goes to the end of the file.
+    pub const APPEND: u64 = 4;
+    /// An existing file is emptied.
+    pub const TRUNCATE: u64 = 8;
+    /// A missing file is created.
+    pub const CREATE: u64 = 16;
+    /// The file must not exist: it is created, or the open fails with `EEXIST`.
+    pub const CREATE_NEW: u64 = 32;
+    /// Every flag there is; a head word with another bit set is `EINVAL`.
+    pub const ALL: u64 = 63;
+
+    pub const fn contains(self, flags: u64) -> bool {
+        self.0 & flags == flags
+    }
+
+    /// The flags of C's `fopen` mode (`"r"`, `"w"`, `"a"`, each with `+`, and `b` and C11's `x` anywhere after the
+    /// first letter), or `None` for a mode C does not define.
+    pub fn from_c_mode(mode: &[u8]) -> Option<Self> {
+        let (&first, rest) = mode.split_first()?;
+        let mut plus = false;
+        let mut exclusive = false;
+        for &letter in rest {
+            match letter {
+                b'+' if !plus => plus = true,
+                b'x' if !exclusive => exclusive = true,
+                b'b' => {}
+                _ => return None,
+            }
+        }
+        let read_too = if plus { Self::READ } else { 0 };
+        let flags = match first {
+            b'r' if !exclusive => Self::READ | if plus { Self::WRITE } else { 0 },
+            b'w' => Self::WRITE | read_too | if exclusive { Self::CREATE_NEW } else { Self::CREATE | Self::TRUNCATE },
+            b'a' if !exclusive => Self::APPEND | Self::WRITE | Self::CREATE | read_too,
+            _ => return None,
+        };
+        Some(Self(flags))
+    }
+}
+
+/// Where a seek's offset counts from: word 2 of [`FILE_SEEK`](crate::opcode::FILE_SEEK), C's `SEEK_SET`, `SEEK_CUR`,
+/// `SEEK_END`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
+pub enum Whence {
+    Start = 0,
+    Current = 1,
+    End = 2,
+}
+
+impl Whence {
+    pub const fn from_number(number: u64) -> Option<Self> {
+        match number {
+            0 => Some(Self::Start),
+            1 => Some(Self::Current),
+            2 => Some(Self::End),
+            _ => None,
+        }
+    }
+}
+
+/// How much a read takes: word 2 of [`FILE_READ`](crate::opcode::FILE_READ).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
+pub enum ReadMode {
+    /// Whatever is there, up to the length asked for (at least one byte unless at the end).
+    Bytes = 0,
+    /// One line: up to and including its `\n`, or up to the length asked for, or up to the end of the file. Many
+    /// threads reading lines of one stream each get whole lines.
+    Line = 1,
+}
+
+impl ReadMode {
+    pub const fn from_number(number: u64) -> Option<Self> {
+        match number {
+            0 => Some(Self::Bytes),
+            1 => Some(Self::Line),
+            _ => None,
+        }
+    }
+}
+
+/// What [`FILE_REMOVE`](crate::opcode::FILE_REMOVE) removes: its head word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
+pub enum RemoveKind {
+    /// Only a file (Rust's `remove_file`): a directory is `EISDIR`.
+    File = 0,
+    /// A file or an empty directory (C's `remove`).
+    FileOrEmptyDirectory = 1,
+}
+
+impl RemoveKind {
+    pub const fn from_number(number: u64) -> Option<Self> {
+        match number {
+            0 => Some(Self::File),
+            1 => Some(Self::FileOrEmptyDirectory),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_modes_become_open_flags() {
+        let flags = |mode: &str| OpenFlags::from_c_mode(mode.as_bytes()).map(|flags| flags.0);
+        let (r, w, a, t, c, n) = (
+            OpenFlags::READ,
+            OpenFlags::WRITE,
+            OpenFlags::APPEND,
+            OpenFlags::TRUNCATE,
+            OpenFlags::CREATE,
+            OpenFlags::CREATE_NEW,
+        );
+        assert_eq!(flags("r"), Some(r));
+        assert_eq!(flags("rb"), Some(r));
+        assert_eq!(flags("r+"), Some(r | w));
+        assert_eq!(flags("rb+"), Some(r | w));
+        assert_eq!(flags("r+b"), Some(r | w));
+        assert_eq!(flags("w"), Some(w | c | t));
+        assert_eq!(flags("w+"), Some(r | w | c | t));
+        assert_eq!(flags("wx"), Some(w | n));
+        assert_eq!(flags("w+bx"), Some(r | w | n));
+        assert_eq!(flags("a"), Some(a | w | c));
+        assert_eq!(flags("a+"), Some(r | a | w | c));
+        for bad in ["", "x", "rw", "r++", "rx", "ax", "wxx", "z", "r,ccs=UTF-8", "R"] {
+            assert_eq!(flags(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,427 @@
+//! The opcode list and every message of the startup's own operations, as typed values: each request and reply (or
+//! a stream's head words) encodes itself into the packet words it travels in and decodes itself from them, here and
+//! nowhere else. The device's wrappers (`startup_common::io`, `startup_common::files`) encode requests and decode
+//! replies; the loader's handlers (`loader/src/server/`) decode requests and encode replies. `docs/rpc.md` has the
+//! table of messages.
+//!
+//! Values are plain words copied into packets (`[u64; N]`): encoding costs the stores of the words themselves. A
+//! decoder of a field whose numbers are not all meaningful (a mode, an origin) returns `None` for one it does not
+//! know: the device's to choose, the host's handler answers it with `EINVAL`.
+
+use core::ffi::c_int;
+
+use crate::abi::ThreadIds;
+use crate::files::{OpenFlags, ReadMode, RemoveKind, Whence};
+
+/// Declares the opcodes, with the list of them and their names.
+macro_rules! opcodes {
+    ($($(#[$meta:meta])* $name:ident = $number:literal,)*) => {
+        $($(#[$meta])* pub const $name: u32 = $number;)*
+
+        /// Every one of the startup's operations, in number order.
+        pub const ALL: &[u32] = &[$($name),*];
+
+        /// The name of one of the startup's operations, for messages about it.
+        pub const fn name(opcode: u32) -> Option<&'static str> {
+            Some(match opcode {
+                $($name => stringify!($name),)*
+                _ => return None,
+            })
+        }
+    };
+}
+
+/// The numbered operations: the one list. The host keeps a handler per opcode; new operations take new numbers and
+/// change nothing in the protocol. Opcodes below [`FIRST_USER`](opcode::FIRST_USER) are the startup's own; the rest
+/// are for host calls of one's own (`startup_common::rpc::HostCall`). Each message's request and reply are the
+/// types of this module that name the opcode.
+pub mod opcode {
+    opcodes! {
+        /// Write bytes to stdout or stderr: a stream with a [`WriteHead`](super::WriteHead); replied with a
+        /// [`WriteAck`](super::WriteAck).
+        WRITE = 1,
+        // 2 and 3 are unassigned: a program reports its end in the loader's control block, not by a message
+        // (`abi::ProgramEnd`).
+        /// Open a file: a stream with an [`OpenHead`](super::OpenHead) and the path; replied with a
+        /// [`FileReply`](super::FileReply) (the handle), as every file operation but a read and a write.
+        FILE_OPEN = 4,
+        /// Close a file: a [`CloseRequest`](super::CloseRequest).
+        FILE_CLOSE = 5,
+        /// Read: a [`ReadRequest`](super::ReadRequest); replied with a stream with a
+        /// [`ReadReplyHead`](super::ReadReplyHead) and the bytes.
+        FILE_READ = 6,
+        /// Write to a file: a stream with a [`FileWriteHead`](super::FileWriteHead) and the bytes; chunks marked
+        /// `MORE` are held by the host and written with the last, as for `WRITE`. Replied with a
+        /// [`FileWriteReply`](super::FileWriteReply).
+        FILE_WRITE = 7,
+        /// Seek: a [`SeekRequest`](super::SeekRequest); the reply's value is the new position.
+        FILE_SEEK = 8,
+        /// Write out what the host holds for a file: a [`FlushRequest`](super::FlushRequest).
+        FILE_FLUSH = 9,
+        /// Remove a file (or an empty directory): a stream with a [`RemoveHead`](super::RemoveHead) and the path.
+        FILE_REMOVE = 10,
+        /// Rename: two streams, the old path (with a [`RenameHead`](super::RenameHead)) and the new.
+        FILE_RENAME = 11,
+    }
+
+    /// The first opcode of the users' range: below it, the startup's own operations (reserved, whether defined yet
+    /// or not); from it on, host calls that a program and the host program embedding the loader define.
+    pub const FIRST_USER: u32 = 0x1_0000;
+
+    /// Whether `opcode` is reserved for the startup's own operations.
+    pub const fn is_reserved(opcode: u32) -> bool {
+        opcode < FIRST_USER
+    }
+}
+
+/// The two output streams, numbered as a [`WriteHead`] carries them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u32)]
+pub enum Stream {
+    Stdout = 1,
+    Stderr = 2,
+}
+
+impl Stream {
+    /// The stream with this number (as in [`WriteHead::stream`]).
+    pub const fn from_number(number: u32) -> Option<Self> {
+        match number {
+            1 => Some(Self::Stdout),
+            2 => Some(Self::Stderr),
+            _ => None,
+        }
+    }
+}
+
+/// The 2 head words of a [`opcode::WRITE`] stream: which stream, whether more chunks of the same message follow, and
+/// the key of the writing thread, under which the host reassembles chunks so each message is written whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WriteHead {
+    /// [`Stream`] as a number: 1 stdout, 2 stderr (0 in a [`FileWriteHead`]).
+    pub stream: u8,
+    /// [`WriteHead::MORE`] and [`WriteHead::NEWLINE`].
+    pub flags: u8,
+    /// Identifies the writing thread: with [`WriteHead::group`], unique among the threads running at once.
+    pub thread: u64,
+    /// The writing thread's block, packed (or, on the host, a per-OS-thread number).
+    pub group: u64,
+}
+
+impl WriteHead {
+    /// Words this head takes in the first packet.
+    pub const WORDS: usize = 2;
+    /// More chunks of this message follow: the host holds the bytes until the last chunk.
+    pub const MORE: u8 = 1;
+    /// The host appends `'\n'` after the bytes (and after any chunks held before them).
+    pub const NEWLINE: u8 = 2;
+
+    /// The head as it travels: word 0 = stream | flags << 8 | (thread & 2^48-1) << 16, word 1 = group.
+    #[inline(always)]
+    pub const fn encode(&self) -> [u64; 2] {
+        [self.stream as u64 | (self.flags as u64) << 8 | (self.thread & 0xffff_ffff_ffff) << 16, self.group]
+    }
+
+    #[inline(always)]
+    pub const fn decode(words: [u64; 2]) -> Self {
+        Self { stream: words[0] as u8, flags: (words[0] >> 8) as u8, thread: words[0] >> 16, group: words[1] }
+    }
+
+    /// The head of a chunk that the thread at `ids` writes: `thread` packs x, y, z in 16 bits each, `group` the block
+    /// as x | y << 32 | z << 48 (y and z in 16 bits).
+    pub const fn for_thread(stream: u8, flags: u8, ids: ThreadIds) -> Self {
+        let [tx, ty, tz] = ids.thread;
+        let [bx, by, bz] = ids.block;
+        let thread = (tx & 0xffff) as u64 | ((ty & 0xffff) as u64) << 16 | ((tz & 0xffff) as u64) << 32;
+        let group = bx as u64 | ((by & 0xffff) as u64) << 32 | ((bz & 0xffff) as u64) << 48;
+        Self { stream, flags, thread, group }
+    }
+
+    /// The writing thread's coordinates as [`WriteHead::for_thread`] packed them (the bits it kept), for reports.
+    pub fn writer(&self) -> ThreadIds {
+        let field = |word: u64, shift: u32| ((word >> shift) & 0xffff) as u32;
+        ThreadIds {
+            thread: [field(self.thread, 0), field(self.thread, 16), field(self.thread, 32)],
+            block: [self.group as u32, field(self.group, 32), field(self.group, 48)],
+        }
+    }
+}
+
+/// The reply to a [`opcode::WRITE`] chunk: one packet, word 0 = 0. It says only that the host holds the chunk, so the
+/// thread's next chunk comes after it; the device does not read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteAck;
+
+impl WriteAck {
+    pub const fn encode(&self) -> [u64; 1] {
+        [0]
+    }
+}
+
+/// The head word of a [`opcode::FILE_OPEN`] stream, before the path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenHead {
+    pub flags: OpenFlags,
+}
+
+impl OpenHead {
+    pub const fn encode(&self) -> [u64; 1] {
+        [self.flags.0]
+    }
+
+    /// The flags as sent; the host refuses unknown bits when it opens.
+    pub const fn decode(words: [u64; 1]) -> Self {
+        Self { flags: OpenFlags(words[0]) }
+    }
+}
+
+/// The reply of every file operation but a read and a write: one packet, word 0 the value (a handle, a position, 0
+/// for none), word 1 the error number, 0 on success.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileReply(pub Result<u64, c_int>);
+
+impl FileReply {
+    pub const fn encode(&self) -> [u64; 2] {
+        match self.0 {
+            Ok(value) => [value, 0],
+            Err(error) => [0, error as u64],
+        }
+    }
+
+    pub const fn decode(words: [u64; 2]) -> Self {
+        Self(match words[1] {
+            0 => Ok(words[0]),
+            error => Err(error as c_int),
+        })
+    }
+}
+
+/// [`opcode::FILE_CLOSE`]: one packet, word 0 = the handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CloseRequest {
+    pub handle: u64,
+}
+
+impl CloseRequest {
+    pub const fn encode(&self) -> [u64; 1] {
+        [self.handle]
+    }
+
+    pub const fn decode(words: [u64; 1]) -> Self {
+        Self { handle: words[0] }
+    }
+}
+
+/// [`opcode::FILE_FLUSH`]: one packet, word 0 = the handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlushRequest {
+    pub handle: u64,
+}
+
+impl FlushRequest {
+    pub const fn encode(&self) -> [u64; 1] {
+        [self.handle]
+    }
+
+    pub const fn decode(words: [u64; 1]) -> Self {
+        Self { handle: words[0] }
+    }
+}
+
+/// [`opcode::FILE_READ`]: one packet, words 0–2 = the handle (`files::STDIN_HANDLE` for stdin), the most bytes, the
+/// [`ReadMode`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadRequest {
+    pub handle: u64,
+    pub max: u64,
+    pub mode: ReadMode,
+}
+
+impl ReadRequest {
+    pub const fn encode(&self) -> [u64; 3] {
+        [self.handle, self.max, self.mode as u64]
+    }
+
+    /// `None` for a mode that does not exist.
+    pub const fn decode(words: [u64; 3]) -> Option<Self> {
+        match ReadMode::from_number(words[2]) {
+            Some(mode) => Some(Self { handle: words[0], max: words[1], mode }),
+            None => None,
+        }
+    }
+}
+
+/// The head word of the stream that answers a [`ReadRequest`], before the bytes (none: the end of the file): the
+/// error number, 0 on success, `EAGAIN` when there is nothing yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadReplyHead {
+    pub error: u64,
+}
+
+impl ReadReplyHead {
+    pub const fn encode(&self) -> [u64; 1] {
+        [self.error]
+    }
+
+    pub const fn decode(words: [u64; 1]) -> Self {
+        Self { error: words[0] }
+    }
+}
+
+/// The 3 head words of a [`opcode::FILE_WRITE`] stream: the handle, then a [`WriteHead`] whose stream is 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileWriteHead {
+    pub handle: u64,
+    pub write: WriteHead,
+}
+
+impl FileWriteHead {
+    /// Words this head takes in the first packet.
+    pub const WORDS: usize = 1 + WriteHead::WORDS;
+
+    #[inline(always)]
+    pub const fn encode(&self) -> [u64; 3] {
+        let [word0, word1] = self.write.encode();
+        [self.handle, word0, word1]
+    }
+
+    pub const fn decode(words: [u64; 3]) -> Self {
+        Self { handle: words[0], write: WriteHead::decode([words[1], words[2]]) }
+    }
+}
+
+/// The reply to a [`opcode::FILE_WRITE`] chunk: one packet, word 0 = the error number, 0 on success.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileWriteReply {
+    pub error: u64,
+}
+
+impl FileWriteReply {
+    pub const fn encode(&self) -> [u64; 1] {
+        [self.error]
+    }
+
+    pub const fn decode(words: [u64; 1]) -> Self {
+        Self { error: words[0] }
+    }
+}
+
+/// [`opcode::FILE_SEEK`]: one packet, words 0–2 = the handle, the offset (`i64`), the [`Whence`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeekRequest {
+    pub handle: u64,
+    pub offset: i64,
+    pub whence: Whence,
+}
+
+impl SeekRequest {
+    pub const fn encode(&self) -> [u64; 3] {
+        [self.handle, self.offset as u64, self.whence as u64]
+    }
+
+    /// `None` for an origin that does not exist.
+    pub const fn decode(words: [u64; 3]) -> Option<Self> {
+        match Whence::from_number(words[2]) {
+            Some(whence) => Some(Self { handle: words[0], offset: words[1] as i64, whence }),
+            None => None,
+        }
+    }
+}
+
+/// The head word of a [`opcode::FILE_REMOVE`] stream, before the path: the [`RemoveKind`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoveHead {
+    pub kind: RemoveKind,
+}
+
+impl RemoveHead {
+    pub const fn encode(&self) -> [u64; 1] {
+        [self.kind as u64]
+    }
+
+    /// `None` for a kind that does not exist.
+    pub const fn decode(words: [u64; 1]) -> Option<Self> {
+        match RemoveKind::from_number(words[0]) {
+            Some(kind) => Some(Self { kind }),
+            None => None,
+        }
+    }
+}
+
+/// The head word of the first of [`opcode::FILE_RENAME`]'s two streams (the old path; the new one has no head): 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RenameHead;
+
+impl RenameHead {
+    pub const fn encode(&self) -> [u64; 1] {
+        [0]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_opcode_list_numbers_and_names_each_operation_once() {
+        for (index, &opcode) in opcode::ALL.iter().enumerate() {
+            assert!(opcode::is_reserved(opcode));
+            assert!(opcode::ALL[..index].iter().all(|&before| before < opcode), "in number order, once");
+        }
+        assert_eq!(opcode::name(opcode::WRITE), Some("WRITE"));
+        assert_eq!(opcode::name(opcode::FILE_RENAME), Some("FILE_RENAME"));
+        assert_eq!(opcode::name(2), None);
+        assert_eq!(opcode::name(opcode::FIRST_USER), None);
+        assert!(!opcode::is_reserved(opcode::FIRST_USER));
+    }
+
+    #[test]
+    fn write_head_round_trips() {
+        let head = WriteHead {
+            stream: 2,
+            flags: WriteHead::MORE | WriteHead::NEWLINE,
+            thread: 0x1234_5678_9abc,
+            group: u64::MAX,
+        };
+        assert_eq!(WriteHead::decode(head.encode()), head);
+        // The thread's coordinates come back from a head for reports: x, y, z of the thread in 16 bits each, the
+        // block's x whole and its y and z in 16 bits.
+        let ids = ThreadIds { thread: [1023, 2, 63], block: [0x8_0001, 65535, 7] };
+        let head = WriteHead::decode(WriteHead::for_thread(1, 0, ids).encode());
+        assert_eq!((head.stream, head.flags, head.writer()), (1, 0, ids));
+        let wide = ThreadIds { thread: [0x1_0001, 0, 0], block: [0, 0x1_0002, 0] };
+        assert_eq!(WriteHead::for_thread(1, 0, wide).writer(), ThreadIds { thread: [1, 0, 0], block: [0, 2, 0] });
+        let file = FileWriteHead { handle: 9, write: head };
+        assert_eq!(FileWriteHead::decode(file.encode()), file);
+        assert_eq!(file.encode()[1..], head.encode());
+    }
+
+    #[test]
+    fn a_file_reply_is_a_value_or_an_error_number() {
+        assert_eq!(FileReply(Ok(7)).encode(), [7, 0]);
+        assert_eq!(FileReply(Err(2)).encode(), [0, 2]);
+        assert_eq!(FileReply::decode([7, 0]), FileReply(Ok(7)));
+        assert_eq!(FileReply::decode([5, 2]), FileReply(Err(2)));
+    }
+
+    #[test]
+    fn requests_round_trip_and_unknown_numbers_are_refused() {
+        let read = ReadRequest { handle: 3, max: 100, mode: ReadMode::Line };
+        assert_eq!(read.encode(), [3, 100, 1]);
+        assert_eq!(ReadRequest::decode(read.encode()), Some(read));
+        assert_eq!(ReadRequest::decode([3, 100, 7]), None);
+        let seek = SeekRequest { handle: 4, offset: -5, whence: Whence::End };
+        assert_eq!(seek.encode(), [4, -5i64 as u64, 2]);
+        assert_eq!(SeekRequest::decode(seek.encode()), Some(seek));
+        assert_eq!(SeekRequest::decode([4, 0, 3]), None);
+        let remove = RemoveHead { kind: RemoveKind::FileOrEmptyDirectory };
+        assert_eq!(RemoveHead::decode(remove.encode()), Some(remove));
+        assert_eq!(RemoveHead::decode([2]), None);
+        let open = OpenHead { flags: OpenFlags(OpenFlags::READ | OpenFlags::CREATE) };
+        assert_eq!(OpenHead::decode(open.encode()), open);
+        assert_eq!(CloseRequest::decode(CloseRequest { handle: 8 }.encode()), CloseRequest { handle: 8 });
+        assert_eq!(FlushRequest::decode(FlushRequest { handle: 8 }.encode()), FlushRequest { handle: 8 });
+        assert_eq!(ReadReplyHead::decode(ReadReplyHead { error: 11 }.encode()), ReadReplyHead { error: 11 });
+        assert_eq!(FileWriteReply::decode(FileWriteReply { error: 9 }.encode()), FileWriteReply { error: 9 });
+        assert_eq!((WriteAck.encode(), RenameHead.encode()), ([0], [0]));
+    }
+}
