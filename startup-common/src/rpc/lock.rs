@@ -159,6 +159,7 @@ impl GroupLock {
     /// wavefront runs one path at a time, and a group holds the lock only between opening and closing a port, within
     /// its own path: there the lock is never contended, only the re-entry check matters.
     pub(super) fn lock<G: Gpu>(&self, mask: u64) -> u32 {
+        let mut tries = 0u32;
         loop {
             let old = G::block_lock_fetch_or(&self.word, Locks::LOCKED);
             if old & Locks::LOCKED == 0 {
@@ -172,7 +173,13 @@ impl GroupLock {
             if G::block_read(&self.holder) & mask != 0 {
                 return Self::HELD_BY_THIS_GROUP;
             }
-            G::sleep_briefly();
+            // The holder waits for the host, a microsecond or more: back off, up to 16 pauses, so that the waiting
+            // group's polling leaves the warp's issue slots to the holder (under a sanitizer's instrumentation, each
+            // poll costs far more than the pause).
+            for _ in 0..1u32 << tries.min(4) {
+                G::sleep_briefly();
+            }
+            tries += 1;
         }
     }
 
