@@ -108,6 +108,9 @@ pub struct UnderSanitizer {
     /// Tools that cannot run the case (by tool name, or `all`), each with the reason, which the suite prints.
     #[serde(default)]
     pub skip: BTreeMap<String, String>,
+    /// The grid's blocks under the tools, for a case whose whole grid takes a tool longer than the per-case limit:
+    /// the same program and checks on fewer threads.
+    pub blocks: Option<Dims>,
 }
 
 fn yes() -> bool {

@@ -100,17 +100,29 @@ pub fn run(sanitizer: &Sanitizer, tool: Tool, loaders: &Loaders, case: &Case) ->
     command.extend(["--show-backtrace", "device", "--print-limit", "1000", "--log-file"].map(Into::into));
     command.push(log.clone().into_os_string());
     let wrapper = Wrapper { command };
+    let case = &Case { expectation: expectation_under_tools(&case.expectation), ..case.clone() };
     let outcome = crate::run_case_with(loaders, case, &wrapper, sanitizer.limit);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let _ = std::fs::remove_file(&log);
+    let verdict = match outcome {
+        Ok(outcome) => {
+            let problems = judge(tool, &case.expectation, &outcome, &text);
+            if problems.is_empty() { Ok(()) } else { Err(problems.join("\n")) }
+        }
+        Err(error) => Err(format!("{error:#}\n{}", excerpt_of_report(&text))),
+    };
     if let Some(dir) = &sanitizer.log_dir {
+        // The verdict beside the report: a suite stopped before its summary still leaves each finished case's reasons.
         let name: String =
             case.name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
         let _ = std::fs::write(dir.join(format!("{}-{name}.log", tool.name())), &text);
+        let judged = match &verdict {
+            Ok(()) => "passed\n".to_owned(),
+            Err(problems) => format!("failed:\n{problems}\n"),
+        };
+        let _ = std::fs::write(dir.join(format!("{}-{name}.verdict", tool.name())), judged);
     }
-    let outcome = outcome.map_err(|error| format!("{error:#}\n{}", excerpt_of_report(&text)))?;
-    let problems = judge(tool, &case.expectation, &outcome, &text);
-    if problems.is_empty() { Ok(()) } else { Err(problems.join("\n")) }
+    verdict
 }
 
 fn tempfile_path(tool: Tool, case: &str) -> PathBuf {
@@ -155,10 +167,14 @@ pub fn judge(tool: Tool, expectation: &Expectation, outcome: &Outcome, log: &str
 }
 
 /// The expectation as the tools run the case: no time limit of its own (the per-case limit replaces it: a tool slows
-/// a program by orders of magnitude), and the stderr patterns of `[sanitize] stderr-matches` where it has them.
+/// a program by orders of magnitude), the grid of `[sanitize] blocks` and the stderr patterns of `[sanitize]
+/// stderr-matches` where it has them.
 fn expectation_under_tools(expectation: &Expectation) -> Expectation {
     let mut under_tools = expectation.clone();
     under_tools.max_seconds = None;
+    if let Some(blocks) = expectation.sanitize.blocks {
+        under_tools.blocks = blocks;
+    }
     if let Some(patterns) = &expectation.sanitize.stderr_matches {
         under_tools.stderr_matches = patterns.clone();
     }

@@ -111,7 +111,14 @@ fn problems_of(root: &Path, crate_dir: &str, licence: &[u8]) -> Vec<String> {
 fn published_crates_package_on_their_own() {
     let root = crate::project_root();
     let crates = published_crates(&root);
-    for expected in ["startup-common", "startup-common/gpu-startup", "loader", "loader/linker", "loader/setup"] {
+    for expected in [
+        "startup-common",
+        "startup-common/protocol",
+        "startup-common/gpu-startup",
+        "loader",
+        "loader/linker",
+        "loader/setup",
+    ] {
         assert!(crates.iter().any(|c| c == expected), "{expected} is not among the published crates: {crates:?}");
     }
     let licence = std::fs::read(root.join("LICENSE")).expect("the repository's LICENSE");

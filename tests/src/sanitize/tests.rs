@@ -2,6 +2,7 @@
 //! report it allows.
 
 use super::*;
+use crate::Dims;
 
 /// memcheck on `fault-address`, as compute-sanitizer 2025.3 wrote it (host frames shortened).
 const MEMCHECK_FAULT: &str = "\
@@ -120,4 +121,14 @@ fn tools_are_named_in_lists_and_skips() {
     assert!(check_skip_names(&expectation).is_ok());
     let typo = Expectation::parse("[sanitize]\nskip = { racechek = \"x\" }").unwrap();
     assert!(check_skip_names(&typo).unwrap_err().to_string().contains("`racechek`"));
+}
+
+#[test]
+fn under_the_tools_a_case_runs_on_its_sanitize_grid_without_its_hang_guard() {
+    let expectation =
+        Expectation::parse("threads = 1024\nblocks = 128\nmax-seconds = 120\n[sanitize]\nblocks = 4").unwrap();
+    let under_tools = expectation_under_tools(&expectation);
+    assert_eq!((under_tools.threads, under_tools.blocks, under_tools.max_seconds), (Dims::X(1024), Dims::X(4), None));
+    let plain = expectation_under_tools(&Expectation::parse("blocks = 128").unwrap());
+    assert_eq!(plain.blocks, Dims::X(128), "without `[sanitize] blocks` the grid is the case's own");
 }
