@@ -41,7 +41,7 @@ struct Cli {
     /// The longest a case may take under a tool, in seconds; then its whole process tree is killed.
     #[arg(long, default_value_t = 300.0)]
     sanitize_limit: f64,
-    /// Keep each case's report in this folder, as `<tool>-<case>.log`.
+    /// Keep each case's report in this folder, as `<tool>-<case>.log`, and its verdict as `<tool>-<case>.verdict`.
     #[arg(long)]
     sanitize_logs: Option<PathBuf>,
     /// libtest options (filter, --exact, --list, --test-threads, ...).

@@ -67,7 +67,8 @@ pub struct Sanitizer {
     pub program: PathBuf,
     /// The longest one case may take under a tool; then its whole process group is killed.
     pub limit: Duration,
-    /// Where each case's report is kept (`<tool>-<case>.log`); none: only a failure shows it.
+    /// Where each case's report and verdict are kept (`<tool>-<case>.log`, `.verdict`); none: only a failure shows
+    /// them.
     pub log_dir: Option<PathBuf>,
 }
 
