@@ -178,6 +178,34 @@ fn host_calls_answer_each_lane() {
     }
 }
 
+/// Lanes that run a host call together, each with its own call (as lanes of a warp may run a shared function they
+/// reached from different call sites): each lane is served by its own call, the lanes of each opcode in a message of
+/// their own, on the warp's own port and on shared ones. Without the split by opcode in `Client::open`, the host
+/// serves all four lanes as the lowest lane's call, and lanes 1 and 3 get a successor where they asked for a square.
+#[test]
+fn lanes_running_together_with_different_calls_are_each_served_by_their_own() {
+    let rounds = scaled(50, 2) as u64;
+    for block_memory in BLOCK_MEMORY {
+        let region = region(4, SIM_LANES);
+        let client = client::<SimWarp>(&region);
+        let mut server = TestServer::new(&region);
+        run_warps(&mut server, &client, (2, block_memory), &[0b1111], |client, warp, lane| {
+            for r in 0..rounds {
+                let value = u64::from(warp) << 20 | u64::from(lane) << 16 | r;
+                // One call site, as in a shared function: the call is data.
+                let (call, expected) =
+                    if lane % 2 == 0 { (testing::INCREMENT, value + 1) } else { (testing::SQUARE, value * value) };
+                assert_eq!(client.call(call, value), expected, "warp {warp} lane {lane} round {r}");
+            }
+        });
+        let by_opcode = &server.seen.lanes_by_opcode;
+        let calls = 2 * 2 * rounds as usize;
+        assert_eq!(by_opcode.get(&testing::INCREMENT.opcode().number()), Some(&calls));
+        assert_eq!(by_opcode.get(&testing::SQUARE.opcode().number()), Some(&calls));
+        assert!(server.seen.masks.iter().all(|&mask| mask == 0b0101 || mask == 0b1010), "one opcode per message");
+    }
+}
+
 /// Two groups of one warp (as after a divergent branch) start at the same port and compete for it.
 #[test]
 fn divergent_groups_of_one_warp_both_progress() {

@@ -63,7 +63,8 @@ pub fn client() -> &'static startup_common::rpc::Client<impl Gpu> {
 }
 
 /// Makes the host call `call` with this thread's `request` and returns the host's reply to it. The threads of a warp
-/// that call it together send one message; the host's handler answers each of them.
+/// that make the same call together send one message; the host's handler answers each of them. Threads that run the
+/// call together with different calls send a message per call.
 #[inline(always)]
 pub fn call<T: Pod, R: Pod>(call: HostCall<T, R>, request: T) -> R {
     RUNTIME.client().call(call, request)
@@ -72,8 +73,9 @@ pub fn call<T: Pod, R: Pod>(call: HostCall<T, R>, request: T) -> R {
 /// Opens a port for a message of the user opcode `opcode`, for exchanges a [`HostCall`] does not cover: several
 /// packets, each thread's values ([`Port::send_value`], [`Port::recv_value`]) or byte streams ([`Port::send_n`],
 /// [`Port::recv_n`]), in the order the host's handler (`gpu_loader::HostCalls::on_message`) mirrors. The threads
-/// that call it together share the port and each uses its own packet; dropping the port (or [`Port::close`]) ends
-/// the message.
+/// that call it together with the same opcode share the port and each uses its own packet, so every message of one
+/// opcode must make the same sends and receives in the same order; dropping the port (or [`Port::close`]) ends the
+/// message.
 ///
 /// ```no_run
 /// # #![no_std]

@@ -86,15 +86,16 @@ impl<G: Gpu> Client<G> {
         (!region.is_null()).then(|| (region, super::Layout::new(port_count, G::LANE_SIZE)))
     }
 
-    /// Opens a port for the calling lane group to send a message with `opcode`. Every lane of the group calls this
-    /// together; the lowest lane takes a free port's lock for all of them. Returns once the group owns a port.
+    /// Opens a port for the calling lane group to send a message with `opcode`. The lanes that run this call together
+    /// with the same opcode are the group (lanes with another opcode form groups of their own: `lanes_sending`); the
+    /// lowest lane takes a free port's lock for all of them. Returns once the group owns a port.
     ///
     /// Always inlined, with the own port's path: a `Port` returned through memory would be read back from the stack
     /// after the next acquire of the host's hand-off, which empties L1, at the cost of a load from L2 on every message
     /// (`docs/performance.md` has the costs).
     #[inline(always)]
     pub fn open(&self, opcode: u32) -> Port<'_, G> {
-        let mask = G::lane_mask();
+        let mask = lanes_sending::<G>(opcode);
         let leader = G::lane_id() == mask.trailing_zeros();
         let Some(block) = Block::<G>::get() else {
             let (region, epoch) = view::<G>(self.setup());
@@ -251,6 +252,36 @@ impl<G: Gpu> Client<G> {
             block.lock(thread).clear(own_port_index::<G>(&shape, ids.block, thread, setup.port_count));
         }
         G::sync_block();
+    }
+}
+
+/// The lanes that send a message with `opcode` together: those of the lanes running this call that send the same
+/// opcode. Lanes that run one function together may have come to it from different calls: under independent thread
+/// scheduling, lanes of a warp that reach a shared function (a file request, a host call) from different call sites
+/// may run it together, each with its own opcode. One message has one opcode in its header, and the host serves
+/// every lane of the message by it: a lane whose request is another's would be served as that one (an open served as
+/// a remove). So each opcode's lanes form a group of their own, and the groups take turns like divergent branches.
+///
+/// Where lanes do not run independently (an AMD wavefront), the lanes that run together are one path of the program,
+/// and only a compiler that merged two calls into one could give them different opcodes: their groups could not take
+/// turns (each would wait at the other's lane operations), so that traps rather than serve a lane the wrong message.
+#[inline(always)]
+fn lanes_sending<G: Gpu>(opcode: u32) -> u64 {
+    let mut pending = G::lane_mask();
+    loop {
+        let first = G::broadcast_first(pending, opcode);
+        let same = G::ballot(pending, opcode == first);
+        if same == pending {
+            return pending;
+        }
+        if !G::INDEPENDENT_LANES {
+            G::trap();
+        }
+        if opcode == first {
+            return same;
+        }
+        // The lanes of the lowest lane's opcode have left; the others pick the next opcode among themselves.
+        pending &= !same;
     }
 }
 

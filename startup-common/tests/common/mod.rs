@@ -319,6 +319,8 @@ pub struct SimWarp;
 // returns only when all have arrived.
 unsafe impl Gpu for SimWarp {
     const LANE_SIZE: u32 = SIM_LANES;
+    // Each lane is a thread: groups of one warp make progress on their own, as under independent thread scheduling.
+    const INDEPENDENT_LANES: bool = true;
 
     fn lane_id() -> u32 {
         with_lane(|state| state.lane)
