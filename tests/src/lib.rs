@@ -105,6 +105,12 @@ pub struct UnderSanitizer {
     /// Replaces `stderr-matches` under the tools: one that stops a faulting kernel itself makes the driver report
     /// another error than the hardware would.
     pub stderr_matches: Option<Vec<String>>,
+    /// Replaces `stdout-matches` under the tools: a test binary's report of what a tool slowed past the loader's own
+    /// time limits (the panic grace).
+    pub stdout_matches: Option<Vec<String>>,
+    /// Replaces `loader-args` under the tools: a longer default test timeout (`--timeout`) for a test binary whose
+    /// tests a tool slows past theirs.
+    pub loader_args: Option<Vec<String>>,
     /// Tools that cannot run the case (by tool name, or `all`), each with the reason, which the suite prints.
     #[serde(default)]
     pub skip: BTreeMap<String, String>,

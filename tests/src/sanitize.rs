@@ -179,6 +179,12 @@ fn expectation_under_tools(expectation: &Expectation) -> Expectation {
     if let Some(patterns) = &expectation.sanitize.stderr_matches {
         under_tools.stderr_matches = patterns.clone();
     }
+    if let Some(patterns) = &expectation.sanitize.stdout_matches {
+        under_tools.stdout_matches = patterns.clone();
+    }
+    if let Some(args) = &expectation.sanitize.loader_args {
+        under_tools.loader_args = args.clone();
+    }
     under_tools
 }
 

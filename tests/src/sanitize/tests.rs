@@ -132,3 +132,17 @@ fn under_the_tools_a_case_runs_on_its_sanitize_grid_without_its_hang_guard() {
     let plain = expectation_under_tools(&Expectation::parse("blocks = 128").unwrap());
     assert_eq!(plain.blocks, Dims::X(128), "without `[sanitize] blocks` the grid is the case's own");
 }
+
+/// `[sanitize] stdout-matches` and `loader-args` replace the case's own under the tools; without them the case's
+/// stand.
+#[test]
+fn under_the_tools_a_case_takes_its_sanitize_stdout_patterns_and_loader_args() {
+    let text = "loader-args = ['a']\nstdout-matches = ['plain']\n[sanitize]\nstdout-matches = ['slowed']\n\
+                loader-args = ['--timeout', '300']";
+    let under_tools = expectation_under_tools(&Expectation::parse(text).unwrap());
+    assert_eq!(under_tools.stdout_matches, ["slowed"]);
+    assert_eq!(under_tools.loader_args, ["--timeout", "300"]);
+    let plain =
+        expectation_under_tools(&Expectation::parse("loader-args = ['a']\nstdout-matches = ['plain']").unwrap());
+    assert_eq!((plain.stdout_matches, plain.loader_args), (vec!["plain".to_string()], vec!["a".to_string()]));
+}
