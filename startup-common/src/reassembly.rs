@@ -9,7 +9,7 @@ use std::vec::Vec;
 
 use gpu_startup_protocol::messages::WriteHead;
 
-use crate::io::Destination;
+use crate::libc::io::Destination;
 
 /// The most bytes of one thread's unfinished message held back to be written whole. A message longer than this
 /// (`print!` output of over a MiB, or a longer `fwrite`) is written out in pieces of about this size as it arrives,
@@ -191,7 +191,7 @@ impl Reassembly {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::Stream;
+    use crate::libc::io::Stream;
 
     const OUT: Destination = Destination::Stream(Stream::Stdout);
 

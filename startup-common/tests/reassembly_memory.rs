@@ -5,7 +5,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use startup_common::io::{Destination, Stream};
+use startup_common::libc::io::{Destination, Stream};
 use startup_common::reassembly::{HELD_IN_ALL, Reassembly};
 
 struct Counting;

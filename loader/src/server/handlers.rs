@@ -3,7 +3,7 @@
 
 use gpu_startup_protocol::messages::{WriteAck, WriteHead};
 use gpu_startup_protocol::region::{MAX_LANES, lanes};
-use startup_common::io::{Destination, Stream};
+use startup_common::libc::io::{Destination, Stream};
 use startup_common::reassembly::writer_key;
 use startup_common::rpc::ServerPort;
 

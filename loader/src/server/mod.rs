@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use gpu_startup_protocol::opcode;
 use startup_common::ThreadIds;
-use startup_common::io::Stream;
+use startup_common::libc::io::Stream;
 use startup_common::rpc::{HostCallError, HostCalls, Server, ServerPort};
 
 pub mod files;
@@ -366,7 +366,7 @@ impl HostServer {
             None => Ok(()),
             Some((path, error)) => {
                 let mut buffer = [0; 32];
-                let message = startup_common::errno::describe(error, &mut buffer).to_owned();
+                let message = startup_common::libc::errno::describe(error, &mut buffer).to_owned();
                 Err(ServerError::FileAtEnd { path, message: format!("{message} (os error {error})") })
             }
         }

@@ -5,7 +5,7 @@
 use std::io::{self, BufWriter, Write};
 use std::time::Instant;
 
-use startup_common::io::{Destination, Stream};
+use startup_common::libc::io::{Destination, Stream};
 use startup_common::reassembly::{Reassembly, WriterKey};
 
 use super::files::Files;

@@ -13,7 +13,7 @@ use gpu_startup_protocol::region::Layout;
 use startup_common::BlockMemory;
 use startup_common::abi::LaunchParams;
 use startup_common::gpu::{Gpu, ThreadIds};
-use startup_common::io::{Destination, Stream};
+use startup_common::libc::io::{Destination, Stream};
 use startup_common::reassembly::{Reassembly, writer_key};
 use startup_common::rpc::{Client, HostBlockMemory, HostCalls, HostRegion, Server, opcode, testing};
 

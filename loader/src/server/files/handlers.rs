@@ -11,8 +11,8 @@ use gpu_startup_protocol::messages::{
 };
 use gpu_startup_protocol::opcode;
 use gpu_startup_protocol::region::{MAX_LANES, lanes};
-use startup_common::errno;
-use startup_common::io::Destination;
+use startup_common::libc::errno;
+use startup_common::libc::io::Destination;
 use startup_common::reassembly::writer_key;
 use startup_common::rpc::ServerPort;
 

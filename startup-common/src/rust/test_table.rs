@@ -413,15 +413,15 @@ impl<E: core::fmt::Debug> TestResult for Result<(), E> {
 ///
 /// The test's name is its module path without the crate, then the function (`tests::warp_sum_is_496`), as libtest
 /// names tests. It expands to a trampoline with `main`'s prototype that calls the function, and the two globals of
-/// the [test table](crate::test_table), `__gpu_test_entry_ID` and `__gpu_test_meta_ID` (two tests with one `ID`
+/// the [test table](crate::rust::test_table), `__gpu_test_entry_ID` and `__gpu_test_meta_ID` (two tests with one `ID`
 /// collide at link time: an error, never a wrong table). Off the GPU it only checks the function's type and the
 /// options.
 #[macro_export]
 macro_rules! gpu_test {
     ($id:literal, $function:ident $(, $option:ident $( ( $($argument:expr),* $(,)? ) )? )* $(,)?) => {
         const _: () = {
-            const SPEC: $crate::test_table::TestSpec<'static> =
-                $crate::test_table::TestSpec::new(concat!(module_path!(), "::", stringify!($function)))
+            const SPEC: $crate::rust::test_table::TestSpec<'static> =
+                $crate::rust::test_table::TestSpec::new(concat!(module_path!(), "::", stringify!($function)))
                     $( .$option( $( $($argument),* )? ) )*;
             const LEN: usize = SPEC.encoded_len();
 
@@ -430,7 +430,7 @@ macro_rules! gpu_test {
                 _argv: *mut *mut ::core::ffi::c_char,
                 _envp: *mut *mut ::core::ffi::c_char,
             ) -> ::core::ffi::c_int {
-                $crate::test_table::TestResult::status($function())
+                $crate::rust::test_table::TestResult::status($function())
             }
 
             #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
