@@ -26,8 +26,6 @@ extern crate std;
 pub mod block_memory;
 pub mod gpu;
 pub mod libc;
-#[cfg(any(test, feature = "host"))]
-pub mod reassembly;
 pub mod rpc;
 pub mod runtime;
 pub mod rust;
@@ -40,3 +38,7 @@ pub use abi::{FiniCallback, InitCallback, MainFn};
 pub use block_memory::BlockMemory;
 pub use gpu::{Gpu, ThreadIds};
 pub use runtime::startup::{CallbackArrays, Runtime};
+
+/// The test table's names as literals, for `concat!` in [`gpu_test!`]: the contract's.
+#[doc(hidden)]
+pub use gpu_startup_protocol::{__gpu_test_entry_prefix, __gpu_test_meta_prefix};

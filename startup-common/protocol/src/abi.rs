@@ -114,6 +114,10 @@ pub struct Control {
     pub end: u64,
 }
 
+/// The exit code of a program whose thread panicked, as for a Rust program on the host: the startup ends it with
+/// this status, and the loader tells a panic's end from others by it.
+pub const PANIC_EXIT_CODE: c_int = 101;
+
 /// How a program ended, as the startup reports it in [`Control::end`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProgramEnd {

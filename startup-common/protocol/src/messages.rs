@@ -93,6 +93,14 @@ impl Stream {
     }
 }
 
+/// Where output goes: one of the program's two streams, or a file the host opened (its handle). The device's output
+/// path sends to one; the host holds each writer's unfinished message per destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Destination {
+    Stream(Stream),
+    File(u64),
+}
+
 /// The 2 head words of a [`opcode::WRITE`] stream: which stream, whether more chunks of the same message follow, and
 /// the key of the writing thread, under which the host reassembles chunks so each message is written whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -25,12 +25,8 @@ pub const PRINT_BUFFER: usize = 256;
 /// The two output streams, numbered as the contract numbers them.
 pub use gpu_startup_protocol::messages::Stream;
 
-/// Where output goes: one of the program's two streams, or a file the host opened (its handle).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Destination {
-    Stream(Stream),
-    File(u64),
-}
+/// Where output goes: a stream or a file, as the contract names it.
+pub use gpu_startup_protocol::messages::Destination;
 
 /// The bytes of a C string, without its NUL. Counts them itself rather than through `CStr::from_ptr`, which calls
 /// libc's `strlen`: nothing defines that on AMD, where a C program's `puts` would then fail to link.

@@ -8,7 +8,9 @@
 use core::ffi::{c_char, c_int};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
-use crate::abi::{BeginArgs, Control, EndArgs, FiniCallback, InitCallback, MainFn, ProgramEnd, StartArgs, progress};
+use crate::abi::{
+    BeginArgs, Control, EndArgs, FiniCallback, InitCallback, MainFn, PANIC_EXIT_CODE, ProgramEnd, StartArgs, progress,
+};
 use crate::gpu::Gpu;
 use crate::libc::heap::{Heap, HeapError};
 use crate::rpc;
@@ -18,9 +20,6 @@ use crate::runtime::atexit::{AtExitRegistry, Handler, RegistryFull};
 /// destructors of objects with static storage, one for each such object constructed. In a program with destructors,
 /// one slot is taken by their walk.
 pub const ATEXIT_CAPACITY: usize = 1024;
-
-/// The exit code of a program whose thread panicked, as for a Rust program on the host.
-pub const PANIC_EXIT_CODE: c_int = 101;
 
 /// What `main` returns on every thread of a program that defines none (see [`Runtime::missing_main`]).
 pub const MISSING_MAIN_STATUS: c_int = 1;

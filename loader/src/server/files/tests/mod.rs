@@ -8,16 +8,16 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use gpu_startup_protocol::errno;
+use gpu_startup_protocol::messages::Destination;
 use gpu_startup_protocol::messages::WriteHead;
 use gpu_startup_protocol::opcode;
 use gpu_startup_protocol::region::Layout;
 use startup_common::Gpu;
 use startup_common::gpu::HostThread;
-use startup_common::libc::errno;
 use startup_common::libc::files::{
     self, MAX_OPEN_FILES, MAX_READ, OpenFlags, ReadMode, RemoveKind, STDIN_HANDLE, Whence,
 };
-use startup_common::libc::io::Destination;
 use startup_common::rpc::testing::{self, TestOperations};
 use startup_common::rpc::{Client, HostRegion};
 
