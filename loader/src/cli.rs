@@ -147,7 +147,7 @@ fn run_or_test(options: &RunOptions, device: Option<usize>, args: &[OsString]) -
 
 /// How many threads panicked, when the startup's own message (the first thread's) does not say enough.
 fn report_panics(report: &RunReport) {
-    let panic_ended_it = report.status == RunStatus::Exited(startup_common::startup::PANIC_EXIT_CODE.into());
+    let panic_ended_it = report.status == RunStatus::Exited(gpu_startup_protocol::abi::PANIC_EXIT_CODE.into());
     match (report.panicked_threads, report.finished) {
         (0 | 1, true) | (0, false) => {}
         (count, true) => eprintln!("gpu-loader: {count} threads panicked"),

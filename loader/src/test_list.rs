@@ -1,10 +1,10 @@
 //! The tests of a test binary, read from its image alone (no GPU): the `__gpu_test_meta_*` globals' bytes, decoded
-//! with `startup_common::test_table`, each paired with its `__gpu_test_entry_*` global.
+//! with `gpu_startup_protocol::test_table`, each paired with its `__gpu_test_entry_*` global.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
-use startup_common::test_table::{self, ENTRY_PREFIX, META_PREFIX};
+use gpu_startup_protocol::test_table::{self, ENTRY_PREFIX, META_PREFIX};
 
 use crate::error::{LoaderError, Result};
 use crate::image::Image;
@@ -84,7 +84,7 @@ pub fn read(image: &Image) -> Result<Vec<TestCase>> {
 mod tests {
     use std::path::Path;
 
-    use startup_common::test_table::TestSpec;
+    use gpu_startup_protocol::test_table::TestSpec;
 
     use super::*;
 

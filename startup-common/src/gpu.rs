@@ -154,7 +154,7 @@ pub unsafe trait Gpu: 'static {
 }
 
 /// Nanoseconds since the process first asked: the host's stand-in for a device clock.
-#[cfg(any(test, feature = "host"))]
+#[cfg(any(test, feature = "host-threads"))]
 pub fn host_nanoseconds() -> u64 {
     static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
     START.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
@@ -162,11 +162,11 @@ pub fn host_nanoseconds() -> u64 {
 
 /// One host thread as a lane group of one: every operation is trivial, so the shared logic runs unchanged on the
 /// host, under Miri and under loom.
-#[cfg(any(test, feature = "host"))]
+#[cfg(any(test, feature = "host-threads"))]
 pub struct HostThread;
 
 // SAFETY: with one lane per group, every lane operation is trivially uniform across the group.
-#[cfg(any(test, feature = "host"))]
+#[cfg(any(test, feature = "host-threads"))]
 unsafe impl Gpu for HostThread {
     const LANE_SIZE: u32 = 1;
 

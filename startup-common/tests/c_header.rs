@@ -1,7 +1,7 @@
 //! The numbers `gpu_startup.h` gives C programs are the startup's: every `#define` of an error number, a seek origin
 //! or a limit against the Rust constant behind it.
 
-use startup_common::{errno, files};
+use startup_common::libc::{errno, files};
 
 /// Every `#define NAME VALUE` of the header whose value is a number.
 fn defines() -> Vec<(String, i64)> {
@@ -32,7 +32,7 @@ fn error_numbers_are_the_startups() {
 fn seek_origins_and_limits_are_the_startups() {
     let defines = defines();
     let value = |name: &str| defines.iter().find(|(defined, _)| defined == name).unwrap_or_else(|| panic!("{name}")).1;
-    assert_eq!(value("EOF"), i64::from(startup_common::stdio::functions::EOF));
+    assert_eq!(value("EOF"), i64::from(startup_common::libc::stdio::functions::EOF));
     assert_eq!(value("SEEK_SET"), files::Whence::Start as i64);
     assert_eq!(value("SEEK_CUR"), files::Whence::Current as i64);
     assert_eq!(value("SEEK_END"), files::Whence::End as i64);

@@ -8,7 +8,7 @@ use std::sync::{Arc, Barrier};
 
 use common::{Rng, SIM_LANES, SimGroup, SimLaunch, SimWarp, become_lane, scaled};
 use startup_common::gpu::{Gpu, HostThread};
-use startup_common::heap::{Heap, HeapError, HostPool, MALLOC_ALIGN, PAGE_BYTES, SLAB_BYTES};
+use startup_common::libc::heap::{Heap, HeapError, HostPool, MALLOC_ALIGN, PAGE_BYTES, SLAB_BYTES};
 
 /// The pattern byte `i` of a block of owner `seed` holds.
 fn pattern(seed: u64, i: usize) -> u8 {

@@ -8,8 +8,8 @@ use std::ffi::c_void;
 
 use common::{TestServer, client, region, run_clients, scaled};
 use startup_common::gpu::HostThread;
-use startup_common::io::{Destination, PRINT_BUFFER, Stream};
-use startup_common::printf::{Arguments, Error, stdio};
+use startup_common::libc::io::{Destination, PRINT_BUFFER, Stream};
+use startup_common::libc::printf::{Arguments, Error, stdio};
 
 /// `int` arguments, then one string.
 struct Ints<'a>(&'a [u32], *const c_void);

@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{SIM_LANES, SimGroup, SimLaunch, SimWarp, TestServer, become_lane, client, region, scaled};
-use startup_common::io::{self, Stream};
+use startup_common::libc::io::{self, Stream};
 use startup_common::rpc::Client;
 use startup_common::rpc::testing::{self, TestOperations};
 

@@ -4,7 +4,7 @@ mod common;
 
 use common::{Rng, TestServer, client, region, run_clients, scaled};
 use startup_common::gpu::HostThread;
-use startup_common::io::{self, Stream};
+use startup_common::libc::io::{self, Stream};
 use startup_common::rpc::Client;
 use startup_common::rpc::testing::TestOperations;
 
@@ -141,12 +141,15 @@ fn a_very_long_formatted_message_is_not_cut() {
 
 #[test]
 fn c_streams_are_told_apart_by_address() {
-    use startup_common::stdio::{File, STDERR, STDIN, STDOUT, Target};
+    use startup_common::libc::stdio::{File, STDERR, STDIN, STDOUT, Target};
     let target = |file: &File| File::target_of(file as *const File as *mut File).map(|(_, target)| target);
     assert_eq!(target(&STDOUT), Ok(Target::Output(Stream::Stdout)));
     assert_eq!(target(&STDERR), Ok(Target::Output(Stream::Stderr)));
     assert_eq!(target(&STDIN), Ok(Target::Stdin));
-    assert_eq!(File::target_of(std::ptr::null_mut()).map(|(_, target)| target), Err(startup_common::errno::EBADF));
+    assert_eq!(
+        File::target_of(std::ptr::null_mut()).map(|(_, target)| target),
+        Err(startup_common::libc::errno::EBADF)
+    );
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! A static check that C's variadic calls and the startup's `printf` agree on where each argument lies.
 //!
-//! The startup reads a C `va_list` with Rust's `VaList::next_arg` (through `startup_common::printf::VaArgs`); C
+//! The startup reads a C `va_list` with Rust's `VaList::next_arg` (through `startup_common::libc::printf::VaArgs`); C
 //! programs fill it with clang. Both go through LLVM: clang's call is lowered by the `ExpandVariadics` pass (on
 //! NVIDIA each argument at its natural alignment, on AMD in 4-byte slots), rustc lowers `next_arg` itself. The
 //! check links a clang caller that passes `int, long, double, char *, int, double` with a Rust callee that reads them
@@ -22,7 +22,7 @@ void probe(unsigned long long *out, const char *text) { probe_read(out, 1, -2L, 
 
 const CALLEE: &str = r#"#![no_std]
 #![feature(c_variadic)]
-use startup_common::printf::{Arguments, VaArgs};
+use startup_common::libc::printf::{Arguments, VaArgs};
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn probe_read(out: *mut u64, args: ...) {

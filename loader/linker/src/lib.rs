@@ -15,10 +15,10 @@ mod constructors;
 
 /// Globals that must survive internalization even when rustc does not export them: the loader reads or writes
 /// them by name (see `docs/abi.md`): the constructor tables and a test binary's test table.
-const LOADER_VISIBLE_PREFIXES: &[&str] = &["__init_array_", "__fini_array_", startup_common::test_table::PREFIX];
+const LOADER_VISIBLE_PREFIXES: &[&str] = &["__init_array_", "__fini_array_", gpu_startup_protocol::test_table::PREFIX];
 /// `main` among them: the loader tells a program's own `main` from the startup's weak default by its linkage.
 const LOADER_VISIBLE_NAMES: [&str; 5] = {
-    use startup_common::abi::{EARLY_LAUNCH_MARKER, Kernel, MAIN_SYMBOL};
+    use gpu_startup_protocol::abi::{EARLY_LAUNCH_MARKER, Kernel, MAIN_SYMBOL};
     [Kernel::Begin.name(), Kernel::Start.name(), Kernel::End.name(), MAIN_SYMBOL, EARLY_LAUNCH_MARKER]
 };
 

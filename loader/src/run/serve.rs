@@ -4,8 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use gpu_startup_protocol::abi::{self, Control, Kernel, ProgramEnd};
-use startup_common::startup::PANIC_EXIT_CODE;
+use gpu_startup_protocol::abi::{self, Control, Kernel, PANIC_EXIT_CODE, ProgramEnd};
 
 use super::{PANIC_GRACE, RunReport, panicked_threads, pending_signal};
 use crate::backend::{Backend, Progress};

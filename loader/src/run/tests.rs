@@ -7,11 +7,11 @@ use crate::backend::{Progress, ResourceUsage};
 use crate::server::tests::{Capture, Scribbler, first_packet_of_a_write};
 use crate::status::RunStatus;
 use gpu_startup_protocol::abi::{self, ProgramEnd};
+use gpu_startup_protocol::messages::Stream;
 use gpu_startup_protocol::messages::WriteHead;
 use gpu_startup_protocol::opcode;
 use startup_common::gpu::HostThread;
-use startup_common::io as gpu_io;
-use startup_common::io::Stream;
+use startup_common::libc::io as gpu_io;
 use startup_common::rpc::Client;
 use startup_common::rpc::testing::{self, TestOperations};
 use startup_common::{Gpu, ThreadIds};
@@ -352,7 +352,7 @@ fn a_stalled_message_is_given_up_and_the_run_goes_on() {
                     std::mem::forget(port);
                 });
             });
-            startup_common::io::write_line(client, Stream::Stdout, b"served while another thread stalls");
+            startup_common::libc::io::write_line(client, Stream::Stdout, b"served while another thread stalls");
             // The kernels run on well past the stall limit: the message is given up for making no progress, not
             // because the kernels ended.
             std::thread::sleep(Duration::from_millis(400));

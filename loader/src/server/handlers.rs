@@ -1,14 +1,14 @@
 //! The handlers of the startup's own operations (`gpu_startup_protocol::opcode`). Everything a message carries is the
 //! GPU's to choose: lengths are used only as far as they are served packet by packet, never to size an allocation.
 
+use gpu_startup_protocol::messages::{Destination, Stream};
 use gpu_startup_protocol::messages::{WriteAck, WriteHead};
 use gpu_startup_protocol::region::{MAX_LANES, lanes};
-use startup_common::io::{Destination, Stream};
-use startup_common::reassembly::writer_key;
 use startup_common::rpc::ServerPort;
 
 use gpu_startup_protocol::opcode;
 
+use super::reassembly::writer_key;
 use super::{BuiltIn, Context, ServerError};
 
 /// The operations served here, with their handlers.

@@ -11,18 +11,19 @@ use std::fmt;
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
+use gpu_startup_protocol::abi::ThreadIds;
+use gpu_startup_protocol::messages::Stream;
 use gpu_startup_protocol::opcode;
-use startup_common::ThreadIds;
-use startup_common::io::Stream;
 use startup_common::rpc::{HostCallError, HostCalls, Server, ServerPort};
 
 pub mod files;
 mod handlers;
 mod output;
+pub mod reassembly;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use startup_common::reassembly::{HELD_IN_ALL, HELD_PER_THREAD};
+pub use reassembly::{HELD_IN_ALL, HELD_PER_THREAD};
 
 use files::{Files, StdinSource};
 
@@ -366,7 +367,7 @@ impl HostServer {
             None => Ok(()),
             Some((path, error)) => {
                 let mut buffer = [0; 32];
-                let message = startup_common::errno::describe(error, &mut buffer).to_owned();
+                let message = gpu_startup_protocol::errno::describe(error, &mut buffer).to_owned();
                 Err(ServerError::FileAtEnd { path, message: format!("{message} (os error {error})") })
             }
         }

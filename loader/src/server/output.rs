@@ -1,14 +1,14 @@
 //! The program's output as the server writes it from `WRITE` and `FILE_WRITE` messages, to stdout, stderr, or a file
 //! the program opened ([`Files`]). Each thread's message is held until its last byte arrives and then written whole,
-//! up to the caps of [`startup_common::reassembly`], which reassembles the chunks.
+//! up to the caps of [`super::reassembly`], which reassembles the chunks.
 
 use std::io::{self, BufWriter, Write};
 use std::time::Instant;
 
-use startup_common::io::{Destination, Stream};
-use startup_common::reassembly::{Reassembly, WriterKey};
+use gpu_startup_protocol::messages::{Destination, Stream};
 
 use super::files::Files;
+use super::reassembly::{Reassembly, WriterKey};
 
 /// Buffered stdout and stderr, the program's files, and the messages held until they are complete.
 pub(super) struct Output {

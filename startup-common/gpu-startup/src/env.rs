@@ -113,7 +113,7 @@ fn c_str(entry: *mut c_char) -> &'static CStr {
     // contract with the loader, `docs/abi.md`). `c_string_bytes` rather than `CStr::from_ptr`, which needs libc's
     // `strlen`.
     unsafe {
-        let len = startup_common::io::c_string_bytes(entry).len();
+        let len = startup_common::libc::io::c_string_bytes(entry).len();
         CStr::from_bytes_with_nul_unchecked(slice::from_raw_parts(entry.cast::<u8>(), len + 1))
     }
 }

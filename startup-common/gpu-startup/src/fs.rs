@@ -3,7 +3,7 @@
 //!
 //! `gpu-loader` opens and reads and writes the files for the program: paths are the loader's, so a relative path
 //! is resolved from the loader's working directory. A run may have 256 files open at once
-//! (`startup_common::files::MAX_OPEN_FILES`); the loader closes what is left open when the run ends. Writes are
+//! (`startup_common::libc::files::MAX_OPEN_FILES`); the loader closes what is left open when the run ends. Writes are
 //! unbuffered here and buffered by the loader until [`Write::flush`], a read or a seek of the file, its closing, or
 //! the end of the run; each write (and each `write!`) reaches the file as one piece, however many threads write to
 //! it at once. Errors carry the host's error number ([`io::Error::raw_os_error`]).
@@ -36,8 +36,8 @@
 
 use core::fmt;
 
-use startup_common::files::{self, OpenFlags, RemoveKind, Whence};
-use startup_common::io::Destination;
+use startup_common::libc::files::{self, OpenFlags, RemoveKind, Whence};
+use startup_common::libc::io::Destination;
 
 use crate::arch::RUNTIME;
 use crate::io::{self, Read, Seek, SeekFrom, Write, os};
@@ -169,7 +169,7 @@ impl File {
 
     /// Formats `args` into the file as one piece, as `println!` does a line.
     fn write_formatted(&self, args: fmt::Arguments<'_>) -> io::Result<()> {
-        os(startup_common::io::print_to(RUNTIME.client(), Destination::File(self.handle), args))
+        os(startup_common::libc::io::print_to(RUNTIME.client(), Destination::File(self.handle), args))
     }
 
     fn flush_host(&self) -> io::Result<()> {
@@ -179,7 +179,7 @@ impl File {
     fn seek_to(&self, position: SeekFrom) -> io::Result<u64> {
         let (offset, whence) = match position {
             SeekFrom::Start(offset) => (
-                i64::try_from(offset).map_err(|_| io::Error::from_raw_os_error(startup_common::errno::EINVAL))?,
+                i64::try_from(offset).map_err(|_| io::Error::from_raw_os_error(startup_common::libc::errno::EINVAL))?,
                 Whence::Start,
             ),
             SeekFrom::Current(offset) => (offset, Whence::Current),
@@ -296,7 +296,7 @@ mod tests {
 
     #[test]
     fn without_a_host_every_operation_fails_as_unsupported() {
-        let unsupported = Some(startup_common::errno::ENOSYS);
+        let unsupported = Some(startup_common::libc::errno::ENOSYS);
         assert_eq!(File::open("x").unwrap_err().raw_os_error(), unsupported);
         assert_eq!(remove_file("x").unwrap_err().raw_os_error(), unsupported);
         assert_eq!(rename("x", "y").unwrap_err().raw_os_error(), unsupported);
@@ -305,7 +305,7 @@ mod tests {
         assert_eq!(writeln!(file, "{}", 1).unwrap_err().raw_os_error(), unsupported);
         assert_eq!(
             file.seek(SeekFrom::Start(u64::MAX)).unwrap_err().raw_os_error(),
-            Some(startup_common::errno::EINVAL)
+            Some(startup_common::libc::errno::EINVAL)
         );
     }
 }

@@ -30,8 +30,8 @@
 
 use core::fmt;
 
-use startup_common::errno;
-use startup_common::files::{self, ReadMode, STDIN_HANDLE};
+use startup_common::libc::errno;
+use startup_common::libc::files::{self, ReadMode, STDIN_HANDLE};
 
 use crate::arch::RUNTIME;
 
@@ -170,7 +170,7 @@ impl fmt::Debug for Error {
 
 impl core::error::Error for Error {}
 
-/// The result of a file operation of `startup_common::files` as an [`Error`].
+/// The result of a file operation of `startup_common::libc::files` as an [`Error`].
 pub(crate) fn os<T>(result: core::result::Result<T, i32>) -> Result<T> {
     result.map_err(Error::from_raw_os_error)
 }
@@ -178,7 +178,7 @@ pub(crate) fn os<T>(result: core::result::Result<T, i32>) -> Result<T> {
 /// Reads bytes, as `std::io::Read`.
 pub trait Read {
     /// Reads into `buffer`: the number of bytes, 0 at the end (or for an empty buffer). A read may return fewer
-    /// bytes than asked for (at most `startup_common::files::MAX_READ` at once).
+    /// bytes than asked for (at most `startup_common::libc::files::MAX_READ` at once).
     fn read(&mut self, buffer: &mut [u8]) -> Result<usize>;
 
     /// Fills `buffer`, or fails with [`ErrorKind::UnexpectedEof`] at an end before it is full.

@@ -1,11 +1,11 @@
 //! Ending the program, like `std::process`, and C's `atexit`.
 
 use startup_common::Gpu;
-use startup_common::atexit::Handler;
+use startup_common::runtime::atexit::Handler;
 
 use crate::arch::{RUNTIME, Target};
 
-pub use startup_common::atexit::RegistryFull;
+pub use startup_common::runtime::atexit::RegistryFull;
 
 /// Ends the program with `status`: runs the [`atexit`] handlers, latest first, then the destructors, and the
 /// loader exits with `status`. The first thread to call it runs that sequence; any other thread that calls it just

@@ -1,9 +1,9 @@
 //! The channel to the host (`docs/rpc.md`), and host calls of one's own: a program asks the host program that runs
 //! it (one embedding the `gpu_loader` library) to do something for it.
 //!
-//! A host call is defined once, where both programs see it: its opcode, from the users' range ([`opcode::FIRST_USER`]
-//! up; the startup keeps the numbers below), a name for the loader's messages, and the types that travel each way,
-//! plain data ([`Pod`]) of at most 64 bytes each:
+//! A host call is defined once, where both programs see it: its opcode, from the users' range (`0x1_0000` up; the
+//! startup keeps the numbers below, and [`UserOpcode::checked`] says which), a name for the loader's messages, and the
+//! types that travel each way, plain data ([`Pod`]) of at most 64 bytes each:
 //!
 //! ```
 //! use gpu_startup::rpc::HostCall;
@@ -37,11 +37,9 @@
 //! Structs travel as their bytes: `#[repr(C)]` with `#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]`
 //! (add `bytemuck` with its `derive` feature to the crate that defines them).
 
-use startup_common::Gpu;
+use crate::arch::{RUNTIME, Target};
 
-use crate::arch::RUNTIME;
-
-pub use startup_common::rpc::{HostCall, Packet, Pod, Port, ReservedOpcode, UserOpcode, Zeroable, opcode};
+pub use startup_common::rpc::{HostCall, Pod, ReservedOpcode, UserOpcode, Zeroable};
 
 /// The test operations of this repository's own test programs (`startup_common::rpc::testing`): host calls that
 /// only the suite's `gpu-test-loader` serves.
@@ -49,17 +47,17 @@ pub use startup_common::rpc::{HostCall, Packet, Pod, Port, ReservedOpcode, UserO
 pub mod testing {
     pub use startup_common::rpc::testing::*;
 
+    /// The RPC client every thread of the program shares, which the test operations ([`TestOperations`]) and the
+    /// suite's programs that write over their own RPC region use.
+    pub fn client() -> &'static startup_common::rpc::Client<impl startup_common::Gpu> {
+        crate::arch::RUNTIME.client()
+    }
+
     /// The loader's control block, where the program reports its end: for the suite's programs that write over it
     /// to check how the loader copes; null before `_begin` ran.
     pub fn control_block() -> *mut startup_common::abi::Control {
         crate::arch::RUNTIME.control_for_testing()
     }
-}
-
-/// The RPC client every thread of the program shares: the startup's own operations use it, and so do [`call`] and
-/// [`open`].
-pub fn client() -> &'static startup_common::rpc::Client<impl Gpu> {
-    RUNTIME.client()
 }
 
 /// Makes the host call `call` with this thread's `request` and returns the host's reply to it. The threads of a warp
@@ -96,6 +94,60 @@ pub fn call<T: Pod, R: Pod>(call: HostCall<T, R>, request: T) -> R {
 /// }
 /// ```
 #[inline(always)]
-pub fn open(opcode: UserOpcode) -> Port<'static, impl Gpu> {
-    RUNTIME.client().open(opcode.number())
+pub fn open(opcode: UserOpcode) -> Port {
+    Port { port: RUNTIME.client().open(opcode.number()) }
+}
+
+/// A port held by the threads that opened it together ([`open`]), for one message: every thread makes the same calls
+/// in the same order, each with its own packet (8 words, 64 bytes) or stream. Dropping it closes it.
+pub struct Port {
+    port: startup_common::rpc::Port<'static, Target>,
+}
+
+impl Port {
+    /// Sends this thread's `value` in its packet; the host's handler reads it with `Packet::read_value`.
+    #[inline(always)]
+    pub fn send_value<T: Pod>(&mut self, value: &T) {
+        self.port.send_value(value);
+    }
+
+    /// Waits for the host's packet and reads this thread's value from it, as the handler wrote it with
+    /// `Packet::write_value`.
+    #[inline(always)]
+    pub fn recv_value<T: Pod>(&mut self) -> T {
+        self.port.recv_value()
+    }
+
+    /// Sends this thread's packet, its 8 words as `fill` leaves them (zero where it writes none).
+    #[inline(always)]
+    pub fn send(&mut self, fill: impl FnOnce(&mut [u64; 8])) {
+        self.port.send(|packet| {
+            let mut words = [0; 8];
+            fill(&mut words);
+            packet.set_words(words);
+        });
+    }
+
+    /// Waits for the host's packet and returns this thread's 8 words of it.
+    #[inline(always)]
+    pub fn recv(&mut self) -> [u64; 8] {
+        let mut words = [0; 8];
+        self.port.recv(|packet| words = packet.get_words());
+        words
+    }
+
+    /// Sends this thread's bytes as a stream of packets; the threads' lengths may differ.
+    #[inline(always)]
+    pub fn send_n(&mut self, data: &[u8]) {
+        self.port.send_n(data);
+    }
+
+    /// Receives the host's stream for this thread: copies what fits into `out` and returns the length the host sent.
+    #[inline(always)]
+    pub fn recv_n(&mut self, out: &mut [u8]) -> usize {
+        self.port.recv_n(out)
+    }
+
+    /// Ends the message, as dropping the port does.
+    pub fn close(self) {}
 }

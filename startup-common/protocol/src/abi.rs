@@ -114,6 +114,10 @@ pub struct Control {
     pub end: u64,
 }
 
+/// The exit code of a program whose thread panicked, as for a Rust program on the host: the startup ends it with
+/// this status, and the loader tells a panic's end from others by it.
+pub const PANIC_EXIT_CODE: c_int = 101;
+
 /// How a program ended, as the startup reports it in [`Control::end`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProgramEnd {
@@ -196,7 +200,7 @@ pub struct StartArgs {
     /// Device memory, zeroed by the loader, into which every thread ORs the value its `main` returned.
     pub result: *mut c_int,
     /// What every thread calls: null for `main`, or a test binary's `__gpu_test_entry_*` global (see
-    /// `startup_common::test_table`), which holds the test's trampoline.
+    /// `startup_common::rust::test_table`), which holds the test's trampoline.
     pub test: *const MainFn,
 }
 
@@ -276,7 +280,7 @@ pub const BLOCK_MEMORY_HEADER: u32 = 16;
 pub const BLOCK_MEMORY_PER_GROUP: u32 = 16;
 
 /// Bytes of block memory per thread of a block, after the lane groups' part ([`block_memory_bytes`]): the thread's
-/// C `errno` (`startup_common::errno`).
+/// C `errno` (`startup_common::libc::errno`).
 pub const BLOCK_MEMORY_PER_THREAD: u32 = 4;
 
 /// Bytes of launch-sized block memory ("dynamic shared memory", 8-byte aligned) the loader requests with every launch

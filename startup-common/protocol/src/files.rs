@@ -1,6 +1,6 @@
 //! The values the file operations' messages carry (`docs/rpc.md`): how a file is opened, where a seek counts from,
 //! how much a read takes, what a remove removes, and the limits both sides keep. Error numbers travel as the C
-//! library's (`startup_common::errno`).
+//! library's (`startup_common::libc::errno`).
 
 /// The handle that names the loader's stdin: it can only be read.
 pub const STDIN_HANDLE: u64 = 0;

@@ -1,6 +1,6 @@
 //! The opcode list and every message of the startup's own operations, as typed values: each request and reply (or
 //! a stream's head words) encodes itself into the packet words it travels in and decodes itself from them, here and
-//! nowhere else. The device's wrappers (`startup_common::io`, `startup_common::files`) encode requests and decode
+//! nowhere else. The device's wrappers (`startup_common::libc::io`, `startup_common::libc::files`) encode requests and decode
 //! replies; the loader's handlers (`loader/src/server/`) decode requests and encode replies. `docs/rpc.md` has the
 //! table of messages.
 //!
@@ -91,6 +91,14 @@ impl Stream {
             _ => None,
         }
     }
+}
+
+/// Where output goes: one of the program's two streams, or a file the host opened (its handle). The device's output
+/// path sends to one; the host holds each writer's unfinished message per destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Destination {
+    Stream(Stream),
+    File(u64),
 }
 
 /// The 2 head words of a [`opcode::WRITE`] stream: which stream, whether more chunks of the same message follow, and

@@ -131,7 +131,7 @@ impl GroupLock {
     pub(super) const HELD_BY_THIS_GROUP: u32 = Locks::LOCKED;
 
     /// A lock full of bits that only [`GroupLock::clear`] makes usable, as block memory is when a kernel starts.
-    #[cfg(any(test, feature = "host"))]
+    #[cfg(any(test, feature = "host-threads"))]
     pub(super) fn garbage() -> Self {
         Self { word: AtomicU32::new(u32::MAX), port: AtomicU32::new(u32::MAX), holder: AtomicU64::new(u64::MAX) }
     }

@@ -21,12 +21,14 @@
 mod block;
 mod call;
 mod client;
-#[cfg(any(test, feature = "host"))]
+#[cfg(any(test, feature = "host-threads"))]
 mod host;
 #[cfg(any(test, feature = "host"))]
 mod host_calls;
 mod lock;
 mod port;
+#[cfg(any(test, feature = "host"))]
+mod received;
 mod server;
 mod setup;
 #[cfg(any(test, feature = "testing"))]
@@ -36,11 +38,13 @@ mod tests;
 
 pub use call::{HostCall, Pod, ReservedOpcode, UserOpcode, Zeroable};
 pub use client::Client;
-#[cfg(any(test, feature = "host"))]
-pub use host::{HostBlockMemory, HostRegion, Received, StreamTooLong};
+#[cfg(any(test, feature = "host-threads"))]
+pub use host::{HostBlockMemory, HostRegion};
 #[cfg(any(test, feature = "host"))]
 pub use host_calls::{AlreadyRegistered, HostCallError, HostCallHandler, HostCalls};
 pub use port::Port;
+#[cfg(any(test, feature = "host"))]
+pub use received::{Received, StreamTooLong};
 pub use server::{Server, ServerPort, StreamPiece};
 
 use gpu_startup_protocol::region::{Layout, PACKET_WORDS, mailbox_bit};

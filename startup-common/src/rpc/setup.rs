@@ -34,7 +34,7 @@ pub(super) struct BlockSetup {
 
 impl BlockSetup {
     /// A setup no client has, as block memory may hold when a kernel starts.
-    #[cfg(any(test, feature = "host"))]
+    #[cfg(any(test, feature = "host-threads"))]
     pub(super) fn garbage() -> Self {
         Self { region: AtomicPtr::new(core::ptr::null_mut()), port_count: AtomicU32::new(0), epoch: AtomicU32::new(0) }
     }

@@ -1,5 +1,6 @@
-//! A test server over `rpc::Server` that reassembles output as the loader does (`startup_common::reassembly`), and a simulated warp: lane
-//! groups of several real threads, so the SIMT paths (ballots, broadcasts, per-lane lengths) run on the host.
+//! A test server over `rpc::Server` that holds each thread's chunked output until its last chunk, as the loader does
+//! (without the loader's caps), and a simulated warp: lane groups of several real threads, so the SIMT paths
+//! (ballots, broadcasts, per-lane lengths) run on the host.
 
 #![allow(dead_code)]
 
@@ -13,8 +14,7 @@ use gpu_startup_protocol::region::Layout;
 use startup_common::BlockMemory;
 use startup_common::abi::LaunchParams;
 use startup_common::gpu::{Gpu, ThreadIds};
-use startup_common::io::{Destination, Stream};
-use startup_common::reassembly::{Reassembly, writer_key};
+use startup_common::libc::io::Stream;
 use startup_common::rpc::{Client, HostBlockMemory, HostCalls, HostRegion, Server, opcode, testing};
 
 /// Scales a count down under Miri, where every thread switch is slow.
@@ -49,7 +49,8 @@ impl Seen {
 /// handlers serve.
 pub struct TestServer {
     server: Server,
-    messages: Reassembly,
+    /// Each writing thread's unfinished message, by its thread and group and the stream.
+    messages: HashMap<(u64, u64, u8), Vec<u8>>,
     calls: HostCalls,
     pub seen: Seen,
 }
@@ -59,7 +60,7 @@ impl TestServer {
         let layout = region.layout();
         // SAFETY: every test keeps the region alive for as long as its server, and has only one server.
         let server = unsafe { Server::new(region.as_ptr(), layout.port_count(), layout.lane_size()) };
-        Self { server, messages: Reassembly::new(), calls: testing::operations(), seen: Seen::default() }
+        Self { server, messages: HashMap::new(), calls: testing::operations(), seen: Seen::default() }
     }
 
     /// One pass over all ports; whether any had work.
@@ -75,14 +76,15 @@ impl TestServer {
                         let head = WriteHead::decode(chunk.head);
                         let stream = Stream::from_number(u32::from(head.stream))
                             .unwrap_or_else(|| panic!("bad stream {}", head.stream));
-                        let key = writer_key(&head, Destination::Stream(stream));
-                        let release = if head.flags & WriteHead::MORE != 0 {
-                            self.messages.append(key, &chunk.data)
-                        } else {
-                            Some(self.messages.complete(key, &chunk.data, head.flags & WriteHead::NEWLINE != 0))
-                        };
-                        if let Some(release) = release {
-                            self.seen.messages.entry(head.stream).or_default().push(release.to_vec());
+                        let key = (head.thread, head.group, stream as u8);
+                        let held = self.messages.entry(key).or_default();
+                        held.extend_from_slice(&chunk.data);
+                        if head.flags & WriteHead::MORE == 0 {
+                            let mut message = self.messages.remove(&key).unwrap_or_default();
+                            if head.flags & WriteHead::NEWLINE != 0 {
+                                message.push(b'\n');
+                            }
+                            self.seen.messages.entry(head.stream).or_default().push(message);
                         }
                     }
                     port.send(|_, packet| packet.set(0, 0));
@@ -108,7 +110,7 @@ impl TestServer {
                 std::thread::yield_now();
             }
         }
-        let unfinished = self.messages.unfinished();
+        let unfinished: Vec<_> = self.messages.keys().collect();
         assert!(unfinished.is_empty(), "messages left unfinished: {unfinished:?}");
     }
 }

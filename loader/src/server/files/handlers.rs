@@ -5,18 +5,18 @@
 
 use std::ffi::c_int;
 
+use gpu_startup_protocol::errno;
+use gpu_startup_protocol::messages::Destination;
 use gpu_startup_protocol::messages::{
     CloseRequest, FileReply, FileWriteHead, FileWriteReply, FlushRequest, OpenHead, ReadReplyHead, ReadRequest,
     RemoveHead, SeekRequest, WriteHead,
 };
 use gpu_startup_protocol::opcode;
 use gpu_startup_protocol::region::{MAX_LANES, lanes};
-use startup_common::errno;
-use startup_common::io::Destination;
-use startup_common::reassembly::writer_key;
 use startup_common::rpc::ServerPort;
 
 use super::MAX_PATH;
+use crate::server::reassembly::writer_key;
 use crate::server::{BuiltIn, Context, ServerError};
 
 /// The operations served here, with their handlers.

@@ -1,4 +1,4 @@
-//! The files a run opened, and its stdin: the host's side of `startup_common::files`.
+//! The files a run opened, and its stdin: the host's side of `startup_common::libc::files`.
 //!
 //! Every handle the device sends is checked against the table: a handle never given, closed, or not open for what is
 //! asked is [`errno::EBADF`] for the device, never a host failure. What the table holds is bounded: at most
@@ -21,12 +21,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use startup_common::errno;
-use startup_common::files::{FIRST_FILE_HANDLE, OpenFlags, ReadMode, RemoveKind, Whence};
+use gpu_startup_protocol::errno;
+use gpu_startup_protocol::files::{FIRST_FILE_HANDLE, OpenFlags, ReadMode, RemoveKind, Whence};
 
+pub use gpu_startup_protocol::files::{MAX_OPEN_FILES, MAX_PATH, MAX_READ};
 pub use read_ahead::READ_AHEAD;
 use read_ahead::ReadAhead;
-pub use startup_common::files::{MAX_OPEN_FILES, MAX_PATH, MAX_READ};
 pub use stdin::{STDIN_HELD, StdinSource};
 
 /// The most bytes written to a file that the host holds before writing them out.
@@ -177,7 +177,7 @@ impl Files {
     /// nothing yet.
     pub fn read(&mut self, handle: u64, max: usize, mode: ReadMode, out: &mut Vec<u8>) -> Result<(), c_int> {
         let max = max.min(MAX_READ);
-        let taken = if handle == startup_common::files::STDIN_HANDLE {
+        let taken = if handle == gpu_startup_protocol::files::STDIN_HANDLE {
             self.stdin_ahead.take(&mut self.stdin, max, mode, out)
         } else {
             let file = self.file(handle)?;
@@ -214,7 +214,7 @@ impl Files {
 
     /// Moves `handle`'s position; the new one.
     pub fn seek(&mut self, handle: u64, offset: i64, whence: Whence) -> Result<u64, c_int> {
-        if handle == startup_common::files::STDIN_HANDLE {
+        if handle == gpu_startup_protocol::files::STDIN_HANDLE {
             return Err(errno::ESPIPE);
         }
         self.file(handle)?.seek(offset, whence).map_err(|error| error_number(&error))

@@ -5,7 +5,7 @@
 
 use std::io::{self, ErrorKind, Read};
 
-use startup_common::files::ReadMode;
+use gpu_startup_protocol::files::ReadMode;
 
 /// Bytes read from a source at a time; also the most a read-ahead holds beyond one request's length.
 pub const READ_AHEAD: usize = 64 << 10;

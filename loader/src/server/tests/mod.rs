@@ -5,7 +5,7 @@ use super::*;
 use gpu_startup_protocol::messages::WriteHead;
 use gpu_startup_protocol::region::Layout;
 use startup_common::gpu::HostThread;
-use startup_common::io as gpu_io;
+use startup_common::libc::io as gpu_io;
 use startup_common::rpc::testing::{self, TestOperations};
 use startup_common::rpc::{Client, HostCall, HostRegion, Scribble, UserOpcode};
 use std::sync::{Arc, Mutex};

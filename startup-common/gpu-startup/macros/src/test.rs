@@ -1,5 +1,5 @@
 //! `#[gpu_startup::test]`: checks a test function and its options and expands to `startup_common::gpu_test!`, which
-//! writes the trampoline and the test table's two globals (`startup-common/src/test_table.rs`). Like libtest's
+//! writes the trampoline and the test table's two globals (`startup-common/src/rust/test_table.rs`). Like libtest's
 //! `#[test]`, the function and its registration exist in test builds (`cfg(test)`) only.
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -16,7 +16,7 @@ fn increments_from_every_thread_of_a_3d_grid() {
     let rounds = u64::from(flat % 17 + 1);
     let mut value = 0;
     for _ in 0..rounds {
-        value = rpc::client().test_increment(value);
+        value = rpc::testing::client().test_increment(value);
     }
     assert_eq!(value, rounds, "thread {flat}");
 }
@@ -32,7 +32,7 @@ fn echoes_streams_of_divergent_lengths() {
         *byte = (i as u32 * 7 + id) as u8;
     }
     let mut output = [0u8; 300];
-    let echoed = rpc::client().test_echo(&input[..len], &mut output);
+    let echoed = rpc::testing::client().test_echo(&input[..len], &mut output);
     assert_eq!(echoed, len, "thread {id}");
     assert!(input[..len] == output[..len], "thread {id} got other bytes back");
 }
@@ -43,5 +43,5 @@ fn echoes_streams_of_divergent_lengths() {
 fn alternates_sends_and_receives_on_one_port() {
     // The same round count for a whole warp (or wavefront), different between them.
     let warp = thread::id()[0] / thread::warp_size() + 8 * block::id()[0];
-    assert!(rpc::client().test_interface(warp % 7 + 1), "warp {warp}");
+    assert!(rpc::testing::client().test_interface(warp % 7 + 1), "warp {warp}");
 }

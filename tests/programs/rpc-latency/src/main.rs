@@ -29,7 +29,7 @@ fn main() -> i32 {
         Some(Ok(rounds)) => rounds,
         Some(Err(_)) => return 2,
     };
-    let client = rpc::client();
+    let client = rpc::testing::client();
     match args.next() {
         Some("compare") => {
             let Ok(rounds) = u32::try_from(rounds) else { return 2 };

@@ -78,7 +78,7 @@ fn main() -> i32 {
         return 0;
     }
     let Some(mode) = gpu_startup::env::args().nth(1) else { return 0 };
-    let Some((base, layout)) = rpc::client().region_for_testing() else { return 3 };
+    let Some((base, layout)) = rpc::testing::client().region_for_testing() else { return 3 };
     if layout.port_count() < 6 {
         return 3;
     }

@@ -1,11 +1,11 @@
-//! C's stream functions (`startup_common::stdio::functions`) against the real server, from host threads.
+//! C's stream functions (`startup_common::libc::stdio::functions`) against the real server, from host threads.
 
 use std::ffi::{CString, c_char, c_int};
 use std::sync::{Mutex, MutexGuard};
 
-use startup_common::errno;
 use startup_common::gpu::HostThread;
-use startup_common::stdio::{File, functions as c};
+use startup_common::libc::errno;
+use startup_common::libc::stdio::{File, functions as c};
 
 use super::{Scratch, Setup, no_stdin};
 
@@ -78,8 +78,8 @@ fn c_streams_write_read_seek_and_report_errors_through_errno() {
             assert_eq!(c::fclose(client, std::ptr::null_mut()), c::EOF);
 
             // The standard streams: stdin cannot be written or sought, stdout cannot be read.
-            let stdin = &startup_common::stdio::STDIN as *const File as *mut File;
-            let stdout = &startup_common::stdio::STDOUT as *const File as *mut File;
+            let stdin = &startup_common::libc::stdio::STDIN as *const File as *mut File;
+            let stdout = &startup_common::libc::stdio::STDOUT as *const File as *mut File;
             assert_eq!(c::fputc(client, 0, stdin), c::EOF);
             assert_eq!(c::fgetc(client, stdout), c::EOF);
             assert_ne!(c::ferror::<HostThread>(stdout), 0);

@@ -1,4 +1,4 @@
-//! Files and stdin against the real server: host threads as clients (through `startup_common::files` and C's
+//! Files and stdin against the real server: host threads as clients (through `startup_common::libc::files` and C's
 //! stream functions), and a region a test writes over as a buggy GPU program can.
 
 use std::ffi::CString;
@@ -8,14 +8,16 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use gpu_startup_protocol::errno;
+use gpu_startup_protocol::messages::Destination;
 use gpu_startup_protocol::messages::WriteHead;
 use gpu_startup_protocol::opcode;
 use gpu_startup_protocol::region::Layout;
 use startup_common::Gpu;
-use startup_common::errno;
-use startup_common::files::{self, MAX_OPEN_FILES, MAX_READ, OpenFlags, ReadMode, RemoveKind, STDIN_HANDLE, Whence};
 use startup_common::gpu::HostThread;
-use startup_common::io::Destination;
+use startup_common::libc::files::{
+    self, MAX_OPEN_FILES, MAX_READ, OpenFlags, ReadMode, RemoveKind, STDIN_HANDLE, Whence,
+};
 use startup_common::rpc::testing::{self, TestOperations};
 use startup_common::rpc::{Client, HostRegion};
 
@@ -141,7 +143,8 @@ fn a_file_is_written_read_back_by_bytes_and_lines_sought_and_removed() {
         let handle = files::open(client, &path, WRITE_NEW).unwrap();
         assert!(handle >= files::FIRST_FILE_HANDLE);
         files::write(client, handle, b"first line\n").unwrap();
-        startup_common::io::print_to(client, Destination::File(handle), format_args!("{} line\n", "second")).unwrap();
+        startup_common::libc::io::print_to(client, Destination::File(handle), format_args!("{} line\n", "second"))
+            .unwrap();
         assert_eq!(files::seek(client, handle, 0, Whence::Current), Ok(23), "the position counts what is held");
         files::flush(client, handle).unwrap();
         files::close(client, handle).unwrap();
@@ -327,7 +330,8 @@ fn messages_to_one_file_from_many_threads_land_whole() {
     setup.run(6, |runtime, n| {
         for round in 0..20 {
             let line = format!("{n}:{round}:{}\n", char::from(b'a' + n as u8).to_string().repeat(700));
-            startup_common::io::print_to(runtime.client(), Destination::File(handle), format_args!("{line}")).unwrap();
+            startup_common::libc::io::print_to(runtime.client(), Destination::File(handle), format_args!("{line}"))
+                .unwrap();
         }
     });
     setup.server.close_files().unwrap();

@@ -1,10 +1,10 @@
-//! Files and stdin over RPC: the device's side of each file operation, for C's `FILE *` streams ([`crate::stdio`])
+//! Files and stdin over RPC: the device's side of each file operation, for C's `FILE *` streams ([`crate::libc::stdio`])
 //! and Rust's `gpu_startup::fs`. The messages are the contract's (`gpu_startup_protocol::messages`).
 //!
 //! The host keeps a table of the files a run opened and gives each a *handle*, a number it checks on every use: a
 //! handle that was never given, or was closed, is an error ([`errno::EBADF`]) returned to the device, never a host
 //! failure. Paths are the loader's: the host opens them as its own process would, a relative path from the loader's
-//! working directory. Every operation returns an error number ([`crate::errno`]) on failure.
+//! working directory. Every operation returns an error number ([`crate::libc::errno`]) on failure.
 //!
 //! Every function here is called by a lane group together, each lane with its own arguments (its own handle, path,
 //! buffer), as any RPC call; the host serves the lanes of one message in lane order.
@@ -16,9 +16,9 @@ use gpu_startup_protocol::messages::{
 };
 use gpu_startup_protocol::opcode;
 
-use crate::errno;
 use crate::gpu::Gpu;
-use crate::io::{self, Destination};
+use crate::libc::errno;
+use crate::libc::io::{self, Destination};
 use crate::rpc::{Client, Port};
 
 /// The values the messages carry and the limits both sides keep: the contract's.

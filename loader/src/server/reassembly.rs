@@ -2,14 +2,11 @@
 //! held until its last chunk arrives and is then written whole, so that lines from different threads never
 //! interleave; but only up to a cap per thread and a cap in all, past which the bytes are written out as they come.
 //! The GPU decides what it sends, so nothing it sends can make the host hold more than [`HELD_IN_ALL`] bytes.
-//! `gpu-loader`'s server and the protocol's host tests both reassemble through [`Reassembly`].
+//! The server holds the program's unfinished messages here as it writes its output.
 
 use std::collections::HashMap;
-use std::vec::Vec;
 
-use gpu_startup_protocol::messages::WriteHead;
-
-use crate::io::Destination;
+use gpu_startup_protocol::messages::{Destination, WriteHead};
 
 /// The most bytes of one thread's unfinished message held back to be written whole. A message longer than this
 /// (`print!` output of over a MiB, or a longer `fwrite`) is written out in pieces of about this size as it arrives,
@@ -191,7 +188,7 @@ impl Reassembly {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::Stream;
+    use gpu_startup_protocol::messages::Stream;
 
     const OUT: Destination = Destination::Stream(Stream::Stdout);
 

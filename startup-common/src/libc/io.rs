@@ -1,5 +1,6 @@
-//! Output from GPU threads: `print!` and friends over `core::fmt`, and the writes behind C's `puts`/`fputs`/`fwrite`,
-//! to stdout, stderr or a file the host opened ([`crate::files`]).
+//! Output from GPU threads: formatted output over `core::fmt` (behind Rust's `print!` and friends, [`crate::rust::print`],
+//! and the runtime's own messages), and the writes behind C's `puts`/`fputs`/`fwrite`, to stdout, stderr or a file
+//! the host opened ([`crate::libc::files`]).
 //!
 //! Each thread formats into a bounded buffer on its own stack ([`PRINT_BUFFER`] bytes). A full buffer goes to the
 //! host as a chunk marked "more follows"; the host holds chunks per writing thread and stream and writes the message
@@ -11,8 +12,8 @@ use core::ffi::c_int;
 use core::fmt;
 use core::mem::MaybeUninit;
 
-use crate::errno;
 use crate::gpu::Gpu;
+use crate::libc::errno;
 use gpu_startup_protocol::messages::{FileWriteHead, FileWriteReply, WriteHead};
 use gpu_startup_protocol::opcode;
 
@@ -24,12 +25,8 @@ pub const PRINT_BUFFER: usize = 256;
 /// The two output streams, numbered as the contract numbers them.
 pub use gpu_startup_protocol::messages::Stream;
 
-/// Where output goes: one of the program's two streams, or a file the host opened (its handle).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Destination {
-    Stream(Stream),
-    File(u64),
-}
+/// Where output goes: a stream or a file, as the contract names it.
+pub use gpu_startup_protocol::messages::Destination;
 
 /// The bytes of a C string, without its NUL. Counts them itself rather than through `CStr::from_ptr`, which calls
 /// libc's `strlen`: nothing defines that on AMD, where a C program's `puts` would then fail to link.
@@ -78,33 +75,6 @@ pub fn print_to<G: Gpu>(client: &Client<G>, destination: Destination, args: fmt:
     let mut chunks = Chunks::new(client, destination);
     let _ = fmt::Write::write_fmt(&mut chunks, args);
     chunks.finish()
-}
-
-/// The target of the `print!` macros; on a GPU it calls the program's runtime through the hook `target_runtime!`
-/// defines. On the host it writes to the process's own streams.
-#[doc(hidden)]
-pub fn _print(stream: Stream, args: fmt::Arguments<'_>) {
-    #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
-    {
-        unsafe extern "Rust" {
-            fn __gpu_startup_print(stream: Stream, args: fmt::Arguments<'_>);
-        }
-        // SAFETY: `target_runtime!`, which every program expands once through its target crate, defines the hook
-        // with exactly this signature.
-        unsafe { __gpu_startup_print(stream, args) }
-    }
-    #[cfg(all(not(any(target_arch = "nvptx64", target_arch = "amdgpu")), any(test, feature = "host")))]
-    {
-        use std::io::Write;
-        let _ = match stream {
-            Stream::Stdout => std::io::stdout().write_fmt(args),
-            Stream::Stderr => std::io::stderr().write_fmt(args),
-        };
-    }
-    #[cfg(all(not(any(target_arch = "nvptx64", target_arch = "amdgpu")), not(any(test, feature = "host"))))]
-    {
-        let _ = (stream, args);
-    }
 }
 
 /// The write head for the calling thread: the stream (0 for a file, whose handle travels apart), `flags`, and the
@@ -269,44 +239,6 @@ impl<G: Gpu> fmt::Write for Chunks<'_, G> {
         self.push(text.as_bytes());
         Ok(())
     }
-}
-
-/// Prints to the GPU program's stdout, like `std::print!`.
-#[macro_export]
-macro_rules! print {
-    ($($arg:tt)*) => {
-        $crate::io::_print($crate::io::Stream::Stdout, ::core::format_args!($($arg)*))
-    };
-}
-
-/// Prints a line to the GPU program's stdout, like `std::println!`; the line is written whole.
-#[macro_export]
-macro_rules! println {
-    () => {
-        $crate::io::_print($crate::io::Stream::Stdout, ::core::format_args!("\n"))
-    };
-    ($($arg:tt)*) => {
-        $crate::io::_print($crate::io::Stream::Stdout, ::core::format_args!("{}\n", ::core::format_args!($($arg)*)))
-    };
-}
-
-/// Prints to the GPU program's stderr, like `std::eprint!`.
-#[macro_export]
-macro_rules! eprint {
-    ($($arg:tt)*) => {
-        $crate::io::_print($crate::io::Stream::Stderr, ::core::format_args!($($arg)*))
-    };
-}
-
-/// Prints a line to the GPU program's stderr, like `std::eprintln!`.
-#[macro_export]
-macro_rules! eprintln {
-    () => {
-        $crate::io::_print($crate::io::Stream::Stderr, ::core::format_args!("\n"))
-    };
-    ($($arg:tt)*) => {
-        $crate::io::_print($crate::io::Stream::Stderr, ::core::format_args!("{}\n", ::core::format_args!($($arg)*)))
-    };
 }
 
 #[cfg(test)]

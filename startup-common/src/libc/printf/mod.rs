@@ -68,7 +68,7 @@ pub enum Error {
     Overflow,
     /// `%lc` or `%ls` of a value that is not a Unicode scalar value.
     WideChar,
-    /// The host could not take the text: a file's error number ([`crate::errno`]).
+    /// The host could not take the text: a file's error number ([`crate::libc::errno`]).
     Write(core::ffi::c_int),
 }
 

@@ -1,9 +1,10 @@
 //! The test table: how a test binary tells the loader which tests it holds, without running anything.
 //!
-//! Each test registered with [`gpu_test!`](crate::gpu_test) is two exported globals with the same `<id>`:
+//! Each test that `startup_common`'s `gpu_test!` registers (what `#[gpu_startup::test]` expands to) is two exported
+//! globals with the same `<id>`:
 //!
 //! - `__gpu_test_entry_<id>`: the address of the test's trampoline, a function with `main`'s exact prototype
-//!   ([`MainFn`](crate::MainFn)): PTX calls through a function pointer only with the callee's prototype. The loader
+//!   ([`MainFn`](crate::abi::MainFn)): PTX calls through a function pointer only with the callee's prototype. The loader
 //!   passes the global's address to `_start` ([`StartArgs::test`](crate::abi::StartArgs::test)), which calls the
 //!   function it holds instead of `main`.
 //! - `__gpu_test_meta_<id>`: the test's description as plain bytes ([`encode`]), in the image's initialized data
@@ -26,8 +27,6 @@
 //! | 36 | `N` | the test's name, UTF-8 |
 //! | 36 + `N` | `E` | the text a `should_panic` test's panic must contain, UTF-8 |
 
-use core::ffi::c_int;
-
 /// The prefix of every test-table global; the bitcode linker keeps globals with it visible.
 pub const PREFIX: &str = "__gpu_test_";
 /// The prefix of a test's entry global: the address of its trampoline.
@@ -35,7 +34,7 @@ pub const ENTRY_PREFIX: &str = crate::__gpu_test_entry_prefix!();
 /// The prefix of a test's metadata global: [`encode`]d bytes.
 pub const META_PREFIX: &str = crate::__gpu_test_meta_prefix!();
 
-/// [`ENTRY_PREFIX`] as a literal, for `concat!` in [`gpu_test!`](crate::gpu_test).
+/// [`ENTRY_PREFIX`] as a literal, for `concat!` in `startup_common`'s `gpu_test!`.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __gpu_test_entry_prefix {
@@ -44,7 +43,7 @@ macro_rules! __gpu_test_entry_prefix {
     };
 }
 
-/// [`META_PREFIX`] as a literal, for `concat!` in [`gpu_test!`](crate::gpu_test).
+/// [`META_PREFIX`] as a literal, for `concat!` in `startup_common`'s `gpu_test!`.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __gpu_test_meta_prefix {
@@ -62,7 +61,7 @@ pub const FLAG_SHOULD_PANIC: u8 = 2;
 /// Bytes before the name.
 pub const HEADER_LEN: usize = 36;
 
-/// A test's description: what [`gpu_test!`](crate::gpu_test) registers and the loader reads back.
+/// A test's description: what `startup_common`'s `gpu_test!` registers and the loader reads back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TestSpec<'a> {
     /// The test's name as libtest spells it: its module path without the crate, then the function
@@ -365,88 +364,6 @@ pub fn decode(bytes: &[u8]) -> Result<TestSpec<'_>, DecodeError> {
         blocks,
         timeout_ms: u32_at(32),
     })
-}
-
-/// What a test function may return: `()`, or `Result<(), E>` with `E: Debug` (an `Err` fails the test, as under
-/// libtest). [`gpu_test!`](crate::gpu_test)'s trampoline turns it into the thread's `main` result.
-#[diagnostic::on_unimplemented(
-    message = "a GPU test returns `()` or `Result<(), E>` with `E: Debug`, not `{Self}`",
-    label = "this test's result"
-)]
-pub trait TestResult {
-    /// 0 for a pass; otherwise prints why on stderr and returns non-zero.
-    fn status(self) -> c_int;
-}
-
-impl TestResult for () {
-    fn status(self) -> c_int {
-        0
-    }
-}
-
-/// The `main` result of a thread whose test returned `Err`.
-pub const ERR_STATUS: c_int = 1;
-
-impl<E: core::fmt::Debug> TestResult for Result<(), E> {
-    fn status(self) -> c_int {
-        match self {
-            Ok(()) => 0,
-            Err(error) => {
-                crate::eprintln!("Error: {error:?}");
-                ERR_STATUS
-            }
-        }
-    }
-}
-
-/// Registers a test: `gpu_test!("ID", function)` or `gpu_test!("ID", function, option, ...)`, where `function` is a
-/// `fn()` or a `fn() -> Result<(), E: Debug>` in scope, `ID` makes the test's symbols unique in the binary, and each
-/// option is one of [`TestSpec`]'s builders: `ignore`, `should_panic`, `should_panic_with("text")`, `threads(n)`,
-/// `threads_xyz(x, y, z)`, `blocks(n)`, `blocks_xyz(x, y, z)`, `timeout(seconds)`, `timeout_ms(ms)`.
-///
-/// Programs write `#[gpu_startup::test]`, which checks the function and its options, picks the `ID` (the function's
-/// name and a hash of where it is) and expands to this:
-///
-/// ```ignore
-/// startup_common::gpu_test!("warp_sum_is_496_c0ffee0123456789", warp_sum_is_496, threads(32), timeout(5));
-/// ```
-///
-/// The test's name is its module path without the crate, then the function (`tests::warp_sum_is_496`), as libtest
-/// names tests. It expands to a trampoline with `main`'s prototype that calls the function, and the two globals of
-/// the [test table](crate::test_table), `__gpu_test_entry_ID` and `__gpu_test_meta_ID` (two tests with one `ID`
-/// collide at link time: an error, never a wrong table). Off the GPU it only checks the function's type and the
-/// options.
-#[macro_export]
-macro_rules! gpu_test {
-    ($id:literal, $function:ident $(, $option:ident $( ( $($argument:expr),* $(,)? ) )? )* $(,)?) => {
-        const _: () = {
-            const SPEC: $crate::test_table::TestSpec<'static> =
-                $crate::test_table::TestSpec::new(concat!(module_path!(), "::", stringify!($function)))
-                    $( .$option( $( $($argument),* )? ) )*;
-            const LEN: usize = SPEC.encoded_len();
-
-            unsafe extern "C" fn trampoline(
-                _argc: ::core::ffi::c_int,
-                _argv: *mut *mut ::core::ffi::c_char,
-                _envp: *mut *mut ::core::ffi::c_char,
-            ) -> ::core::ffi::c_int {
-                $crate::test_table::TestResult::status($function())
-            }
-
-            #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
-            #[used]
-            #[unsafe(export_name = concat!($crate::__gpu_test_entry_prefix!(), $id))]
-            static ENTRY: $crate::MainFn = trampoline;
-
-            #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
-            #[used]
-            #[unsafe(export_name = concat!($crate::__gpu_test_meta_prefix!(), $id))]
-            static META: [u8; LEN] = SPEC.encode::<LEN>();
-
-            #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-            const _: ($crate::MainFn, [u8; LEN]) = (trampoline, SPEC.encode::<LEN>());
-        };
-    };
 }
 
 #[cfg(test)]

@@ -1,13 +1,13 @@
 //! The bodies of C's stream functions, `getenv`, `perror` and `strerror`: `target_runtime!` exports each as a thin
-//! C-linkage wrapper. Each failure sets the calling thread's `errno` ([`crate::errno`]) and returns what C says.
+//! C-linkage wrapper. Each failure sets the calling thread's `errno` ([`crate::libc::errno`]) and returns what C says.
 
 use core::ffi::{c_char, c_int, c_long, c_void};
 
 use super::{END_OF_FILE, ERROR, File, READABLE, Target, WRITABLE};
-use crate::errno;
-use crate::files::{self, OpenFlags, ReadMode, RemoveKind, Whence};
 use crate::gpu::Gpu;
-use crate::io::{self, Destination, c_string_bytes};
+use crate::libc::errno;
+use crate::libc::files::{self, OpenFlags, ReadMode, RemoveKind, Whence};
+use crate::libc::io::{self, Destination, c_string_bytes};
 use crate::rpc::Client;
 
 /// C's `EOF`.

@@ -11,8 +11,8 @@ use core::alloc::{GlobalAlloc, Layout};
 use core::ffi::{c_int, c_void};
 
 use crate::gpu::Gpu;
-use crate::heap::MALLOC_ALIGN;
-use crate::startup::Runtime;
+use crate::libc::heap::MALLOC_ALIGN;
+use crate::runtime::startup::Runtime;
 
 /// `posix_memalign`'s error for an alignment it does not take (Linux's `EINVAL`).
 pub const EINVAL: c_int = 22;
@@ -183,7 +183,7 @@ unsafe impl<G: Gpu> GlobalAlloc for Allocator<G> {
 mod tests {
     use super::*;
     use crate::gpu::HostThread;
-    use crate::heap::HostPool;
+    use crate::libc::heap::HostPool;
     use std::boxed::Box;
 
     /// Runs `test` with an allocator over a runtime of its own, whose heap is a host pool of 8 slabs.

@@ -4,8 +4,8 @@
 
 /// Defines, in a target crate, the program's one [`Runtime`](crate::Runtime) and the C-linkage functions every program
 /// gets: `exit`, `abort`, `atexit`, `puts`, C's streams (`stdin`, `stdout`, `stderr`, `fopen` and the functions on a
-/// `FILE *`, [`stdio`](crate::stdio)), `remove`, `rename`, `getenv`, `errno` with `perror` and `strerror`
-/// ([`errno`](crate::errno)), the `printf` family ([`printf`](crate::printf)), the hook behind
+/// `FILE *`, [`stdio`](crate::libc::stdio)), `remove`, `rename`, `getenv`, `errno` with `perror` and `strerror`
+/// ([`errno`](crate::libc::errno)), the `printf` family ([`printf`](crate::libc::printf)), the hook behind
 /// [`print!`](crate::print), `malloc`, `free`, `calloc`, `realloc`, `aligned_alloc`, `posix_memalign` on the device
 /// heap, C++'s runtime support ([`cxx_runtime!`](crate::cxx_runtime)), and a weak `main` for images that define none
 /// (test binaries). With the target crate's `panic-handler` feature, also the panic handler; with its
@@ -38,7 +38,7 @@ macro_rules! target_runtime {
         /// C's `atexit`: 0 on success, non-zero when the registry is full.
         #[unsafe(no_mangle)]
         pub extern "C" fn atexit(handler: $crate::FiniCallback) -> ::core::ffi::c_int {
-            if RUNTIME.atexit($crate::atexit::Handler::C(handler)).is_ok() { 0 } else { -1 }
+            if RUNTIME.atexit($crate::runtime::atexit::Handler::C(handler)).is_ok() { 0 } else { -1 }
         }
 
         /// C's `puts`: the string and a newline to stdout, as one line.
@@ -48,20 +48,20 @@ macro_rules! target_runtime {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn puts(text: *const ::core::ffi::c_char) -> ::core::ffi::c_int {
             // SAFETY: the caller passes a C string, as `puts` requires.
-            let text = unsafe { $crate::io::c_string_bytes(text) };
-            $crate::io::write_line(RUNTIME.client(), $crate::io::Stream::Stdout, text);
+            let text = unsafe { $crate::libc::io::c_string_bytes(text) };
+            $crate::libc::io::write_line(RUNTIME.client(), $crate::libc::io::Stream::Stdout, text);
             0
         }
 
         /// The stream `stdin` names in C: its address identifies it.
         #[unsafe(no_mangle)]
-        pub static mut stdin: *mut $crate::stdio::File = &$crate::stdio::STDIN as *const _ as *mut _;
+        pub static mut stdin: *mut $crate::libc::stdio::File = &$crate::libc::stdio::STDIN as *const _ as *mut _;
         /// The stream `stdout` names in C.
         #[unsafe(no_mangle)]
-        pub static mut stdout: *mut $crate::stdio::File = &$crate::stdio::STDOUT as *const _ as *mut _;
+        pub static mut stdout: *mut $crate::libc::stdio::File = &$crate::libc::stdio::STDOUT as *const _ as *mut _;
         /// The stream `stderr` names in C.
         #[unsafe(no_mangle)]
-        pub static mut stderr: *mut $crate::stdio::File = &$crate::stdio::STDERR as *const _ as *mut _;
+        pub static mut stderr: *mut $crate::libc::stdio::File = &$crate::libc::stdio::STDERR as *const _ as *mut _;
 
         /// C's `fputs`: the string as one piece, never interleaved with another thread's.
         ///
@@ -70,10 +70,10 @@ macro_rules! target_runtime {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn fputs(
             text: *const ::core::ffi::c_char,
-            stream: *mut $crate::stdio::File,
+            stream: *mut $crate::libc::stdio::File,
         ) -> ::core::ffi::c_int {
             // SAFETY: the caller passes a C string, as `fputs` requires.
-            unsafe { $crate::stdio::functions::fputs(RUNTIME.client(), text, stream) }
+            unsafe { $crate::libc::stdio::functions::fputs(RUNTIME.client(), text, stream) }
         }
 
         /// C's `fwrite`: `size * count` bytes as one piece; `count`, or 0 on an error.
@@ -85,10 +85,10 @@ macro_rules! target_runtime {
             data: *const ::core::ffi::c_void,
             size: usize,
             count: usize,
-            stream: *mut $crate::stdio::File,
+            stream: *mut $crate::libc::stdio::File,
         ) -> usize {
             // SAFETY: the caller guarantees `size * count` readable bytes at `data`.
-            unsafe { $crate::stdio::functions::fwrite(RUNTIME.client(), data, size, count, stream) }
+            unsafe { $crate::libc::stdio::functions::fwrite(RUNTIME.client(), data, size, count, stream) }
         }
 
         /// C's `fread`: the number of whole items read.
@@ -100,10 +100,10 @@ macro_rules! target_runtime {
             data: *mut ::core::ffi::c_void,
             size: usize,
             count: usize,
-            stream: *mut $crate::stdio::File,
+            stream: *mut $crate::libc::stdio::File,
         ) -> usize {
             // SAFETY: the caller guarantees room for `size * count` bytes at `data`.
-            unsafe { $crate::stdio::functions::fread(RUNTIME.client(), data, size, count, stream) }
+            unsafe { $crate::libc::stdio::functions::fread(RUNTIME.client(), data, size, count, stream) }
         }
 
         /// C's `fopen`: the stream, or null with `errno` set.
@@ -114,15 +114,15 @@ macro_rules! target_runtime {
         pub unsafe extern "C" fn fopen(
             path: *const ::core::ffi::c_char,
             mode: *const ::core::ffi::c_char,
-        ) -> *mut $crate::stdio::File {
+        ) -> *mut $crate::libc::stdio::File {
             // SAFETY: the caller passes C strings.
-            unsafe { $crate::stdio::functions::fopen(RUNTIME.client(), path, mode) }
+            unsafe { $crate::libc::stdio::functions::fopen(RUNTIME.client(), path, mode) }
         }
 
         /// C's `fclose`.
         #[unsafe(no_mangle)]
-        pub extern "C" fn fclose(stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
-            $crate::stdio::functions::fclose(RUNTIME.client(), stream)
+        pub extern "C" fn fclose(stream: *mut $crate::libc::stdio::File) -> ::core::ffi::c_int {
+            $crate::libc::stdio::functions::fclose(RUNTIME.client(), stream)
         }
 
         /// C's `fgets`: one line, at most `size - 1` bytes, and a NUL.
@@ -133,92 +133,102 @@ macro_rules! target_runtime {
         pub unsafe extern "C" fn fgets(
             buffer: *mut ::core::ffi::c_char,
             size: ::core::ffi::c_int,
-            stream: *mut $crate::stdio::File,
+            stream: *mut $crate::libc::stdio::File,
         ) -> *mut ::core::ffi::c_char {
             // SAFETY: the caller guarantees room for `size` bytes.
-            unsafe { $crate::stdio::functions::fgets(RUNTIME.client(), buffer, size, stream) }
+            unsafe { $crate::libc::stdio::functions::fgets(RUNTIME.client(), buffer, size, stream) }
         }
 
         /// C's `fputc`.
         #[unsafe(no_mangle)]
-        pub extern "C" fn fputc(character: ::core::ffi::c_int, stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
-            $crate::stdio::functions::fputc(RUNTIME.client(), character, stream)
+        pub extern "C" fn fputc(
+            character: ::core::ffi::c_int,
+            stream: *mut $crate::libc::stdio::File,
+        ) -> ::core::ffi::c_int {
+            $crate::libc::stdio::functions::fputc(RUNTIME.client(), character, stream)
         }
 
         /// C's `putc`, as `fputc`.
         #[unsafe(no_mangle)]
-        pub extern "C" fn putc(character: ::core::ffi::c_int, stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
-            $crate::stdio::functions::fputc(RUNTIME.client(), character, stream)
+        pub extern "C" fn putc(
+            character: ::core::ffi::c_int,
+            stream: *mut $crate::libc::stdio::File,
+        ) -> ::core::ffi::c_int {
+            $crate::libc::stdio::functions::fputc(RUNTIME.client(), character, stream)
         }
 
         /// C's `putchar`, as `fputc` on stdout.
         #[unsafe(no_mangle)]
         pub extern "C" fn putchar(character: ::core::ffi::c_int) -> ::core::ffi::c_int {
-            $crate::stdio::functions::fputc(RUNTIME.client(), character, &$crate::stdio::STDOUT as *const _ as *mut _)
+            $crate::libc::stdio::functions::fputc(
+                RUNTIME.client(),
+                character,
+                &$crate::libc::stdio::STDOUT as *const _ as *mut _,
+            )
         }
 
         /// C's `fgetc`.
         #[unsafe(no_mangle)]
-        pub extern "C" fn fgetc(stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
-            $crate::stdio::functions::fgetc(RUNTIME.client(), stream)
+        pub extern "C" fn fgetc(stream: *mut $crate::libc::stdio::File) -> ::core::ffi::c_int {
+            $crate::libc::stdio::functions::fgetc(RUNTIME.client(), stream)
         }
 
         /// C's `getc`, as `fgetc`.
         #[unsafe(no_mangle)]
-        pub extern "C" fn getc(stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
-            $crate::stdio::functions::fgetc(RUNTIME.client(), stream)
+        pub extern "C" fn getc(stream: *mut $crate::libc::stdio::File) -> ::core::ffi::c_int {
+            $crate::libc::stdio::functions::fgetc(RUNTIME.client(), stream)
         }
 
         /// C's `getchar`, as `fgetc` on stdin.
         #[unsafe(no_mangle)]
         pub extern "C" fn getchar() -> ::core::ffi::c_int {
-            $crate::stdio::functions::fgetc(RUNTIME.client(), &$crate::stdio::STDIN as *const _ as *mut _)
+            $crate::libc::stdio::functions::fgetc(RUNTIME.client(), &$crate::libc::stdio::STDIN as *const _ as *mut _)
         }
 
         /// C's `fflush` (every open file for null).
         #[unsafe(no_mangle)]
-        pub extern "C" fn fflush(stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
-            $crate::stdio::functions::fflush(RUNTIME.client(), stream)
+        pub extern "C" fn fflush(stream: *mut $crate::libc::stdio::File) -> ::core::ffi::c_int {
+            $crate::libc::stdio::functions::fflush(RUNTIME.client(), stream)
         }
 
         /// C's `feof`.
         #[unsafe(no_mangle)]
-        pub extern "C" fn feof(stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
-            $crate::stdio::functions::feof::<$gpu>(stream)
+        pub extern "C" fn feof(stream: *mut $crate::libc::stdio::File) -> ::core::ffi::c_int {
+            $crate::libc::stdio::functions::feof::<$gpu>(stream)
         }
 
         /// C's `ferror`.
         #[unsafe(no_mangle)]
-        pub extern "C" fn ferror(stream: *mut $crate::stdio::File) -> ::core::ffi::c_int {
-            $crate::stdio::functions::ferror::<$gpu>(stream)
+        pub extern "C" fn ferror(stream: *mut $crate::libc::stdio::File) -> ::core::ffi::c_int {
+            $crate::libc::stdio::functions::ferror::<$gpu>(stream)
         }
 
         /// C's `clearerr`.
         #[unsafe(no_mangle)]
-        pub extern "C" fn clearerr(stream: *mut $crate::stdio::File) {
-            $crate::stdio::functions::clearerr::<$gpu>(stream)
+        pub extern "C" fn clearerr(stream: *mut $crate::libc::stdio::File) {
+            $crate::libc::stdio::functions::clearerr::<$gpu>(stream)
         }
 
         /// C's `fseek`.
         #[unsafe(no_mangle)]
         pub extern "C" fn fseek(
-            stream: *mut $crate::stdio::File,
+            stream: *mut $crate::libc::stdio::File,
             offset: ::core::ffi::c_long,
             whence: ::core::ffi::c_int,
         ) -> ::core::ffi::c_int {
-            $crate::stdio::functions::fseek(RUNTIME.client(), stream, offset, whence)
+            $crate::libc::stdio::functions::fseek(RUNTIME.client(), stream, offset, whence)
         }
 
         /// C's `ftell`.
         #[unsafe(no_mangle)]
-        pub extern "C" fn ftell(stream: *mut $crate::stdio::File) -> ::core::ffi::c_long {
-            $crate::stdio::functions::ftell(RUNTIME.client(), stream)
+        pub extern "C" fn ftell(stream: *mut $crate::libc::stdio::File) -> ::core::ffi::c_long {
+            $crate::libc::stdio::functions::ftell(RUNTIME.client(), stream)
         }
 
         /// C's `rewind`.
         #[unsafe(no_mangle)]
-        pub extern "C" fn rewind(stream: *mut $crate::stdio::File) {
-            $crate::stdio::functions::rewind(RUNTIME.client(), stream)
+        pub extern "C" fn rewind(stream: *mut $crate::libc::stdio::File) {
+            $crate::libc::stdio::functions::rewind(RUNTIME.client(), stream)
         }
 
         /// C's `remove`: a file or an empty directory.
@@ -228,7 +238,7 @@ macro_rules! target_runtime {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn remove(path: *const ::core::ffi::c_char) -> ::core::ffi::c_int {
             // SAFETY: the caller passes a C string.
-            unsafe { $crate::stdio::functions::remove(RUNTIME.client(), path) }
+            unsafe { $crate::libc::stdio::functions::remove(RUNTIME.client(), path) }
         }
 
         /// C's `rename`.
@@ -241,7 +251,7 @@ macro_rules! target_runtime {
             to: *const ::core::ffi::c_char,
         ) -> ::core::ffi::c_int {
             // SAFETY: the caller passes C strings.
-            unsafe { $crate::stdio::functions::rename(RUNTIME.client(), from, to) }
+            unsafe { $crate::libc::stdio::functions::rename(RUNTIME.client(), from, to) }
         }
 
         /// C's `getenv`, from the program's environment.
@@ -252,7 +262,7 @@ macro_rules! target_runtime {
         pub unsafe extern "C" fn getenv(name: *const ::core::ffi::c_char) -> *mut ::core::ffi::c_char {
             // SAFETY: the caller passes a C string; `envp` is the loader's environment, whose strings live as long as
             // the program.
-            unsafe { $crate::stdio::functions::getenv(RUNTIME.envp(), name) }
+            unsafe { $crate::libc::stdio::functions::getenv(RUNTIME.envp(), name) }
         }
 
         /// C's `perror`.
@@ -262,19 +272,19 @@ macro_rules! target_runtime {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn perror(prefix: *const ::core::ffi::c_char) {
             // SAFETY: the caller passes null or a C string.
-            unsafe { $crate::stdio::functions::perror(RUNTIME.client(), prefix) }
+            unsafe { $crate::libc::stdio::functions::perror(RUNTIME.client(), prefix) }
         }
 
         /// C's `strerror`.
         #[unsafe(no_mangle)]
         pub extern "C" fn strerror(number: ::core::ffi::c_int) -> *mut ::core::ffi::c_char {
-            $crate::stdio::functions::strerror(number)
+            $crate::libc::stdio::functions::strerror(number)
         }
 
         /// Where the calling thread's `errno` lives: C's `errno` is `(*__errno_location())`, as in glibc.
         #[unsafe(no_mangle)]
         pub extern "C" fn __errno_location() -> *mut ::core::ffi::c_int {
-            $crate::errno::location::<$gpu>()
+            $crate::libc::errno::location::<$gpu>()
         }
 
         /// C's `printf`: formats on the device and writes the text to stdout as one piece; the byte count, or -1.
@@ -284,7 +294,9 @@ macro_rules! target_runtime {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn printf(format: *const ::core::ffi::c_char, args: ...) -> ::core::ffi::c_int {
             // SAFETY: C's contract, passed on.
-            unsafe { $crate::printf::stdio::vprint(RUNTIME.client(), $crate::io::Stream::Stdout, format, args) }
+            unsafe {
+                $crate::libc::printf::stdio::vprint(RUNTIME.client(), $crate::libc::io::Stream::Stdout, format, args)
+            }
         }
 
         /// C's `vprintf`.
@@ -297,7 +309,9 @@ macro_rules! target_runtime {
             args: ::core::ffi::VaList<'_>,
         ) -> ::core::ffi::c_int {
             // SAFETY: C's contract, passed on.
-            unsafe { $crate::printf::stdio::vprint(RUNTIME.client(), $crate::io::Stream::Stdout, format, args) }
+            unsafe {
+                $crate::libc::printf::stdio::vprint(RUNTIME.client(), $crate::libc::io::Stream::Stdout, format, args)
+            }
         }
 
         /// C's `fprintf` on `stdout` or `stderr` (-1 for any other stream).
@@ -306,12 +320,12 @@ macro_rules! target_runtime {
         /// As `printf`.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn fprintf(
-            stream: *mut $crate::stdio::File,
+            stream: *mut $crate::libc::stdio::File,
             format: *const ::core::ffi::c_char,
             args: ...
         ) -> ::core::ffi::c_int {
             // SAFETY: C's contract, passed on.
-            unsafe { $crate::printf::stdio::vfprintf(RUNTIME.client(), stream, format, args) }
+            unsafe { $crate::libc::printf::stdio::vfprintf(RUNTIME.client(), stream, format, args) }
         }
 
         /// C's `vfprintf` on `stdout` or `stderr`.
@@ -320,12 +334,12 @@ macro_rules! target_runtime {
         /// As `printf`, with the arguments in `args`.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn vfprintf(
-            stream: *mut $crate::stdio::File,
+            stream: *mut $crate::libc::stdio::File,
             format: *const ::core::ffi::c_char,
             args: ::core::ffi::VaList<'_>,
         ) -> ::core::ffi::c_int {
             // SAFETY: C's contract, passed on.
-            unsafe { $crate::printf::stdio::vfprintf(RUNTIME.client(), stream, format, args) }
+            unsafe { $crate::libc::printf::stdio::vfprintf(RUNTIME.client(), stream, format, args) }
         }
 
         /// C's `snprintf`.
@@ -340,7 +354,7 @@ macro_rules! target_runtime {
             args: ...
         ) -> ::core::ffi::c_int {
             // SAFETY: C's contract, passed on.
-            unsafe { $crate::printf::stdio::vsnprintf(buffer, size, format, args) }
+            unsafe { $crate::libc::printf::stdio::vsnprintf(buffer, size, format, args) }
         }
 
         /// C's `vsnprintf`.
@@ -355,7 +369,7 @@ macro_rules! target_runtime {
             args: ::core::ffi::VaList<'_>,
         ) -> ::core::ffi::c_int {
             // SAFETY: C's contract, passed on.
-            unsafe { $crate::printf::stdio::vsnprintf(buffer, size, format, args) }
+            unsafe { $crate::libc::printf::stdio::vsnprintf(buffer, size, format, args) }
         }
 
         /// C's `sprintf`.
@@ -369,7 +383,7 @@ macro_rules! target_runtime {
             args: ...
         ) -> ::core::ffi::c_int {
             // SAFETY: C's contract, passed on.
-            unsafe { $crate::printf::stdio::vsprintf(buffer, format, args) }
+            unsafe { $crate::libc::printf::stdio::vsprintf(buffer, format, args) }
         }
 
         /// C's `vsprintf`.
@@ -383,7 +397,7 @@ macro_rules! target_runtime {
             args: ::core::ffi::VaList<'_>,
         ) -> ::core::ffi::c_int {
             // SAFETY: C's contract, passed on.
-            unsafe { $crate::printf::stdio::vsprintf(buffer, format, args) }
+            unsafe { $crate::libc::printf::stdio::vsprintf(buffer, format, args) }
         }
 
         /// The program's `main` when it defines none, as a test binary need not: a program's own `main`, a strong
@@ -400,13 +414,14 @@ macro_rules! target_runtime {
 
         /// The link-time hook behind `print!` and friends.
         #[unsafe(no_mangle)]
-        pub fn __gpu_startup_print(stream: $crate::io::Stream, args: ::core::fmt::Arguments<'_>) {
-            $crate::io::print(RUNTIME.client(), stream, args)
+        pub fn __gpu_startup_print(stream: $crate::libc::io::Stream, args: ::core::fmt::Arguments<'_>) {
+            $crate::libc::io::print(RUNTIME.client(), stream, args)
         }
 
         /// The program's allocation functions, on the heap of [`RUNTIME`].
         #[cfg_attr(feature = "global-allocator", global_allocator)]
-        pub static ALLOCATOR: $crate::allocator::Allocator<$gpu> = $crate::allocator::Allocator::new(&RUNTIME);
+        pub static ALLOCATOR: $crate::runtime::allocator::Allocator<$gpu> =
+            $crate::runtime::allocator::Allocator::new(&RUNTIME);
 
         /// C's `malloc`: `size` bytes aligned to 16, or null when the heap has no room.
         #[unsafe(no_mangle)]

@@ -16,7 +16,7 @@
 
 mod counter;
 mod geometry;
-#[cfg(any(test, feature = "host"))]
+#[cfg(any(test, feature = "host-threads"))]
 mod host;
 mod pages;
 mod slabs;
@@ -30,7 +30,7 @@ use crate::gpu::Gpu;
 use crate::sync::AtomicU64;
 
 pub use geometry::{MAX_CHUNK, MIN_CHUNK, PAGE_BYTES, SLAB_BYTES};
-#[cfg(any(test, feature = "host"))]
+#[cfg(any(test, feature = "host-threads"))]
 pub use host::HostPool;
 
 use geometry::{Geometry, header};

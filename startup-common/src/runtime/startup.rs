@@ -8,19 +8,18 @@
 use core::ffi::{c_char, c_int};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
-use crate::abi::{BeginArgs, Control, EndArgs, FiniCallback, InitCallback, MainFn, ProgramEnd, StartArgs, progress};
-use crate::atexit::{AtExitRegistry, Handler, RegistryFull};
+use crate::abi::{
+    BeginArgs, Control, EndArgs, FiniCallback, InitCallback, MainFn, PANIC_EXIT_CODE, ProgramEnd, StartArgs, progress,
+};
 use crate::gpu::Gpu;
-use crate::heap::{Heap, HeapError};
+use crate::libc::heap::{Heap, HeapError};
 use crate::rpc;
+use crate::runtime::atexit::{AtExitRegistry, Handler, RegistryFull};
 
 /// How many handlers the exit registry holds: C's `atexit` handlers (C requires room for at least 32) and C++'s
 /// destructors of objects with static storage, one for each such object constructed. In a program with destructors,
 /// one slot is taken by their walk.
 pub const ATEXIT_CAPACITY: usize = 1024;
-
-/// The exit code of a program whose thread panicked, as for a Rust program on the host.
-pub const PANIC_EXIT_CODE: c_int = 101;
 
 /// What `main` returns on every thread of a program that defines none (see [`Runtime::missing_main`]).
 pub const MISSING_MAIN_STATUS: c_int = 1;
@@ -113,9 +112,9 @@ impl<G: Gpu> Runtime<G> {
         unsafe {
             self.heap.reset(args.heap, args.heap_size)
         };
-        crate::errno::clear::<G>();
+        crate::libc::errno::clear::<G>();
         // The host closed the last run's files when it ended.
-        crate::stdio::reset();
+        crate::libc::stdio::reset();
         self.control.store(args.control, Ordering::Relaxed);
         // Relaxed: the kernel boundary orders these before any other kernel reads them, and constructors run on this
         // thread.
@@ -162,7 +161,7 @@ impl<G: Gpu> Runtime<G> {
         let constructed = self.constructed.load(Ordering::Relaxed);
         // SAFETY: the start of the kernel, on every thread of every block: all of them take this path.
         unsafe { self.client.prepare_block() };
-        crate::errno::clear::<G>();
+        crate::libc::errno::clear::<G>();
         // A constructor called `exit` or panicked, or a thread of a block that ran earlier called `exit`: the program
         // is over, and `main` must not run. (The loader queued this kernel before it could know.)
         if exiting || !constructed {
@@ -209,7 +208,7 @@ impl<G: Gpu> Runtime<G> {
         let handlers_registered = !unsafe { self.atexit.is_empty_alone() };
         // SAFETY: the start of the kernel, on every thread of the block (the only one).
         unsafe { self.client.prepare_block() };
-        crate::errno::clear::<G>();
+        crate::libc::errno::clear::<G>();
         report_progress(control, progress::END_STARTED);
         // Zeroed whatever way the program ends: the loader runs a loaded program again (a test binary runs it once
         // per test) and copies a zero only after a run that did not reach this point.
@@ -249,9 +248,9 @@ impl<G: Gpu> Runtime<G> {
     /// stderr, once, and returns [`MISSING_MAIN_STATUS`]. A test binary needs no `main`: the loader runs its tests.
     pub fn missing_main(&self) -> c_int {
         if !self.missing_main_reported.swap(true, Ordering::Relaxed) {
-            crate::io::print(
+            crate::libc::io::print(
                 &self.client,
-                crate::io::Stream::Stderr,
+                crate::libc::io::Stream::Stderr,
                 format_args!(
                     "the program defines no `main` (a test binary runs its tests instead: `gpu-loader IMAGE --list` \
                      lists them)\n"
@@ -337,9 +336,9 @@ impl<G: Gpu> Runtime<G> {
         let [tx, ty, tz] = ids.thread;
         let [bx, by, bz] = ids.block;
         let location = PanicLocation(info.location());
-        crate::io::print(
+        crate::libc::io::print(
             &self.client,
-            crate::io::Stream::Stderr,
+            crate::libc::io::Stream::Stderr,
             format_args!(
                 "panicked at {location}: {} (thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz}))\n",
                 info.message()
@@ -362,9 +361,9 @@ impl<G: Gpu> Runtime<G> {
             let ids = G::thread_ids();
             let [tx, ty, tz] = ids.thread;
             let [bx, by, bz] = ids.block;
-            crate::io::print(
+            crate::libc::io::print(
                 &self.client,
-                crate::io::Stream::Stderr,
+                crate::libc::io::Stream::Stderr,
                 format_args!("{message} (thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz}))\n"),
             );
         }

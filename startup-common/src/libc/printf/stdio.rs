@@ -1,18 +1,18 @@
 //! The C functions of the printf family, over a C `va_list`: `target_runtime!` exports `printf`, `fprintf`,
 //! `snprintf`, `sprintf` and their `v` forms as thin wrappers of these.
 //!
-//! `printf` formats on the device, into the chunks of one message ([`crate::io`]): the host receives finished text,
+//! `printf` formats on the device, into the chunks of one message ([`crate::libc::io`]): the host receives finished text,
 //! written whole however many threads print at once.
 
 use core::ffi::{VaList, c_char, c_double, c_int, c_uint, c_ulonglong, c_void};
 
 use super::output::Output;
 use super::{Arguments, BufferOutput, Error};
-use crate::errno;
 use crate::gpu::Gpu;
-use crate::io::{self, Chunks, Destination, Stream};
+use crate::libc::errno;
+use crate::libc::io::{self, Chunks, Destination, Stream};
+use crate::libc::stdio::{ERROR, File};
 use crate::rpc::Client;
-use crate::stdio::{ERROR, File};
 
 /// A C `va_list` as printf's [`Arguments`].
 pub struct VaArgs<'f> {
@@ -85,7 +85,7 @@ pub unsafe fn print<G: Gpu>(
 /// # Safety
 /// `format` is a C string and `args` holds its arguments, as C's `vfprintf` requires.
 pub unsafe fn vfprintf<G: Gpu>(client: &Client<G>, file: *mut File, format: *const c_char, args: VaList<'_>) -> c_int {
-    let Some((file, destination)) = crate::stdio::functions::output_of::<G>(file) else { return -1 };
+    let Some((file, destination)) = crate::libc::stdio::functions::output_of::<G>(file) else { return -1 };
     // SAFETY: the caller passes a C string and its arguments.
     let result = unsafe { print(client, destination, io::c_string_bytes(format), &mut VaArgs::new(args)) };
     if let Err(Error::Write(error)) = result {

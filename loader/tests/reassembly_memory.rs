@@ -5,8 +5,8 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use startup_common::io::{Destination, Stream};
-use startup_common::reassembly::{HELD_IN_ALL, Reassembly};
+use gpu_loader::server::reassembly::{HELD_IN_ALL, Reassembly};
+use gpu_startup_protocol::messages::{Destination, Stream};
 
 struct Counting;
 

@@ -2,12 +2,12 @@
 //! bodies of the C functions on them ([`functions`]), which `target_runtime!` exports.
 //!
 //! A `FILE` is unbuffered on the device: every call is one RPC message (or a few), and the host buffers what is
-//! written to a file until it is flushed, closed, read, sought, or the run ends ([`crate::files`]). stdout and stderr
-//! keep the output path of `puts` and `printf` ([`crate::io`]).
+//! written to a file until it is flushed, closed, read, sought, or the run ends ([`crate::libc::files`]). stdout and stderr
+//! keep the output path of `puts` and `printf` ([`crate::libc::io`]).
 //!
 //! A `FILE *` from the program is checked before it is used: it must be one of the three standard streams or an
 //! entry of the table, open. Anything else (a null pointer, a pointer to elsewhere, a stream already closed) fails
-//! the call with [`errno::EBADF`](crate::errno::EBADF) rather than reading memory through it. A table entry is used
+//! the call with [`errno::EBADF`](crate::libc::errno::EBADF) rather than reading memory through it. A table entry is used
 //! again by a later `fopen` (as late as can be: `fopen` looks for a free entry after the one it took last), so a
 //! `FILE *` kept after `fclose` may then name another file, as in any C library.
 
@@ -16,9 +16,9 @@ pub mod functions;
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::errno;
-use crate::files::{MAX_OPEN_FILES, STDIN_HANDLE};
-use crate::io::Stream;
+use crate::libc::errno;
+use crate::libc::files::{MAX_OPEN_FILES, STDIN_HANDLE};
+use crate::libc::io::Stream;
 
 /// What C's `FILE *` points at.
 #[repr(C)]

@@ -1,19 +1,10 @@
-//! C's `errno`: the error numbers the file operations return, their messages, and where each thread keeps its
-//! `errno`.
+//! The error numbers the file operations return, and their messages: the loader returns the error its operating
+//! system gave (`open` of a missing file is [`ENOENT`], 2) and the device passes it on unchanged, to C's `errno` and
+//! Rust's `io::Error` alike.
 //!
-//! The numbers are Linux's, the host's: the loader returns the error its operating system gave (`open` of a missing
-//! file is [`ENOENT`], 2) and the device passes it on unchanged, so a number this module does not name still means
-//! what it means on the host.
-//!
-//! `errno` is per thread, as C11 requires: every thread of the grid calls the C library at once, and a global `errno`
-//! would hold whichever thread failed last. Each thread's lives in its block's launch-sized memory
-//! ([`abi::block_memory_bytes`](crate::abi::block_memory_bytes): 4 bytes a thread, after the RPC client's part), is 0
-//! when each kernel starts, and lasts as long as the thread (constructors, `main` and the exit sequence run in three
-//! kernels, and each starts with 0).
+//! The numbers are Linux's, the host's, so a number this module does not name still means what it means on the host.
 
 use core::ffi::{CStr, c_int};
-
-use crate::gpu::Gpu;
 
 macro_rules! error_numbers {
     ($($(#[$doc:meta])* $name:ident = $number:literal, $message:literal;)*) => {
@@ -68,7 +59,7 @@ error_numbers! {
     EISDIR = 21, "Is a directory";
     EINVAL = 22, "Invalid argument";
     ENFILE = 23, "Too many open files in system";
-    /// The run has as many files open as it may (`files::MAX_OPEN_FILES`).
+    /// The run has as many files open as it may ([`MAX_OPEN_FILES`](crate::files::MAX_OPEN_FILES)).
     EMFILE = 24, "Too many open files";
     ENOTTY = 25, "Inappropriate ioctl for device";
     ETXTBSY = 26, "Text file busy";
@@ -96,55 +87,6 @@ error_numbers! {
 /// The message C's `strerror` gives for `number`, as glibc words it; `None` for a number not named here.
 pub fn message(number: c_int) -> Option<&'static str> {
     c_message(number).and_then(|message| message.to_str().ok())
-}
-
-/// The calling thread's `errno`, what C's `errno` names (through `__errno_location`).
-pub fn location<G: Gpu>() -> *mut c_int {
-    match G::block_memory() {
-        Some(base) => {
-            let shape = G::launch_shape();
-            let offset = crate::abi::block_memory_thread_part(&shape, G::LANE_SIZE)
-                + shape.linear_thread_in_block(G::thread_ids().thread) * crate::abi::BLOCK_MEMORY_PER_THREAD;
-            // SAFETY: the launch gave the block `abi::block_memory_bytes`, whose per-thread part holds a word for each
-            // of its threads, 4-byte aligned (the part starts at a multiple of 16); the caller's thread is one of them.
-            unsafe { base.cast::<u8>().add(offset as usize).cast::<c_int>().as_ptr() }
-        }
-        None => fallback_location(),
-    }
-}
-
-/// Sets the calling thread's `errno` to 0, as every kernel starts.
-pub fn clear<G: Gpu>() {
-    set::<G>(0);
-}
-
-/// Sets the calling thread's `errno`.
-pub fn set<G: Gpu>(number: c_int) {
-    // SAFETY: `location` is the calling thread's own word: no other thread writes it.
-    unsafe { location::<G>().write(number) };
-}
-
-/// The calling thread's `errno`.
-pub fn get<G: Gpu>() -> c_int {
-    // SAFETY: as in `set`.
-    unsafe { location::<G>().read() }
-}
-
-/// Where `errno` lives without block memory: a host thread's own, in the host tests.
-#[cfg(any(test, feature = "host"))]
-fn fallback_location() -> *mut c_int {
-    std::thread_local! {
-        static ERRNO: core::cell::Cell<c_int> = const { core::cell::Cell::new(0) };
-    }
-    ERRNO.with(|errno| errno.as_ptr())
-}
-
-/// Where `errno` lives without block memory on a GPU: never, as the loader gives every launch block memory; one word
-/// for all keeps a stray call from faulting.
-#[cfg(not(any(test, feature = "host")))]
-fn fallback_location() -> *mut c_int {
-    static ERRNO: core::sync::atomic::AtomicI32 = core::sync::atomic::AtomicI32::new(0);
-    ERRNO.as_ptr()
 }
 
 /// C's `strerror` text of `number`, written into `out` when the number is not named here ("Unknown error N", as glibc
@@ -177,7 +119,6 @@ pub fn describe(number: c_int, out: &mut [u8; 32]) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::HostThread;
 
     /// Every number and message is the host's: the device passes the host's numbers on, and C programs compare them
     /// with the header's macros.
@@ -201,19 +142,5 @@ mod tests {
         assert_eq!(describe(4242, &mut buffer), "Unknown error 4242");
         assert_eq!(describe(-7, &mut buffer), "Unknown error -7");
         assert_eq!(describe(c_int::MIN, &mut buffer), "Unknown error -2147483648");
-    }
-
-    #[test]
-    fn each_host_thread_has_its_own_errno() {
-        set::<HostThread>(EBADF);
-        std::thread::spawn(|| {
-            assert_eq!(get::<HostThread>(), 0);
-            set::<HostThread>(ENOENT);
-        })
-        .join()
-        .unwrap();
-        assert_eq!(get::<HostThread>(), EBADF);
-        clear::<HostThread>();
-        assert_eq!(get::<HostThread>(), 0);
     }
 }

@@ -2,14 +2,14 @@
 //! when exceptions and RTTI are off. [`cxx_runtime!`](crate::cxx_runtime) exports them from a target crate:
 //!
 //! - `__cxa_atexit` and `__dso_handle`: each object of static storage registers its destructor once constructed,
-//!   in the exit registry that C's `atexit` handlers share ([`crate::atexit`]), so they run in the reverse order of
+//!   in the exit registry that C's `atexit` handlers share ([`crate::runtime::atexit`]), so they run in the reverse order of
 //!   their registrations, before the destructors of `.fini_array`.
 //! - `__cxa_guard_acquire`/`release`/`abort`: the first thread to reach a function-local static constructs it while
 //!   the others wait ([`guard_acquire`]).
 //! - `__cxa_pure_virtual` and `__cxa_deleted_virtual`: a call through a vtable slot with no function ends the
 //!   program with a message.
 //! - `operator new` and `operator delete` in all their replaceable forms (`[]`, sized, aligned, `nothrow`), on the
-//!   device heap ([`crate::allocator::Allocator::operator_new`]).
+//!   device heap ([`crate::runtime::allocator::Allocator::operator_new`]).
 
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
@@ -141,15 +141,15 @@ macro_rules! cxx_runtime {
         /// otherwise silently never run. `__dso_handle` is ignored (a program is one module).
         #[unsafe(no_mangle)]
         pub extern "C" fn __cxa_atexit(
-            destructor: $crate::atexit::CxxDestructor,
+            destructor: $crate::runtime::atexit::CxxDestructor,
             object: *mut ::core::ffi::c_void,
             _dso_handle: *mut ::core::ffi::c_void,
         ) -> ::core::ffi::c_int {
-            if RUNTIME.atexit($crate::atexit::Handler::Cxx { destructor, object }).is_err() {
+            if RUNTIME.atexit($crate::runtime::atexit::Handler::Cxx { destructor, object }).is_err() {
                 RUNTIME.fatal(format_args!(
                     "__cxa_atexit: the exit registry is full ({} entries), so the destructor of the object at {:p} \
                      could not be registered",
-                    $crate::startup::ATEXIT_CAPACITY,
+                    $crate::runtime::startup::ATEXIT_CAPACITY,
                     object
                 ));
             }
@@ -168,7 +168,7 @@ macro_rules! cxx_runtime {
         pub unsafe extern "C" fn __cxa_guard_acquire(guard: *mut u64) -> ::core::ffi::c_int {
             // SAFETY: clang's guard is an aligned 64-bit variable that only atomic operations touch.
             let word = unsafe { ::core::sync::atomic::AtomicU64::from_ptr(guard) };
-            match $crate::cxxabi::guard_acquire::<$gpu>(word, $crate::cxxabi::Initializer::current::<$gpu>()) {
+            match $crate::runtime::cxxabi::guard_acquire::<$gpu>(word, $crate::runtime::cxxabi::Initializer::current::<$gpu>()) {
                 Ok(construct) => ::core::ffi::c_int::from(construct),
                 Err(error) => RUNTIME.fatal(format_args!("__cxa_guard_acquire({guard:p}): {error}")),
             }
@@ -181,7 +181,7 @@ macro_rules! cxx_runtime {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn __cxa_guard_release(guard: *mut u64) {
             // SAFETY: as in `__cxa_guard_acquire`.
-            $crate::cxxabi::guard_release(unsafe { ::core::sync::atomic::AtomicU64::from_ptr(guard) })
+            $crate::runtime::cxxabi::guard_release(unsafe { ::core::sync::atomic::AtomicU64::from_ptr(guard) })
         }
 
         /// `__cxa_guard_abort`: the construction was abandoned; the next thread to reach it constructs it.
@@ -191,7 +191,7 @@ macro_rules! cxx_runtime {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn __cxa_guard_abort(guard: *mut u64) {
             // SAFETY: as in `__cxa_guard_acquire`.
-            $crate::cxxabi::guard_abort(unsafe { ::core::sync::atomic::AtomicU64::from_ptr(guard) })
+            $crate::runtime::cxxabi::guard_abort(unsafe { ::core::sync::atomic::AtomicU64::from_ptr(guard) })
         }
 
         /// The vtable entry of a pure virtual function: called only through an object under construction or
