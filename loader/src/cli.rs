@@ -125,7 +125,7 @@ fn run_or_test(options: &RunOptions, device: Option<usize>, args: &[OsString]) -
     let tests = crate::test_list::read(&image)?;
     if crate::test_list::is_test_binary(&image, &tests)? {
         // The runner launches nothing itself: its workers are processes of their own.
-        return Ok((harness::run(options, device, image.kind.platform(), tests, args), true));
+        return Ok((harness::run(options, device, image.kind.target(), tests, args), true));
     }
     crate::install_signal_handlers()?;
     let report = run_image(options, &image, started)?;

@@ -16,9 +16,8 @@ use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
 use crate::error::{LoaderError, Result};
 use amd_metadata::CodeObjectMetadata;
-
-const EM_CUDA: u16 = 190;
-const EM_AMDGPU: u16 = 224;
+/// What an image holds, decided from its bytes, never its name; each kind names the target whose backend runs it.
+pub use gpu_startup_targets::ImageKind;
 
 /// The largest image the loader reads: far above any program's (the suite's largest is about 1 MiB), and small enough
 /// that reading a file that is no image, or a corrupt one, costs little time and memory.
@@ -27,33 +26,6 @@ pub const MAX_IMAGE_BYTES: u64 = 256 << 20;
 /// How much of a file decides its kind: the ELF header's first 20 bytes, or PTX's first directives after the
 /// comments that precede them. A file refused on these bytes is never read whole.
 const HEAD_BYTES: usize = 64 * 1024;
-
-/// What an image holds, decided from its bytes, never its name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ImageKind {
-    /// PTX assembly text (NVIDIA; the driver compiles it for the GPU at load time).
-    Ptx,
-    /// An ELF `EM_CUDA` cubin (NVIDIA).
-    Cubin,
-    /// An ELF `EM_AMDGPU` code object (AMD).
-    AmdCodeObject,
-}
-
-/// The GPU vendor an image needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Platform {
-    Cuda,
-    Hsa,
-}
-
-impl ImageKind {
-    pub fn platform(self) -> Platform {
-        match self {
-            ImageKind::Ptx | ImageKind::Cubin => Platform::Cuda,
-            ImageKind::AmdCodeObject => Platform::Hsa,
-        }
-    }
-}
 
 /// A global's initialized bytes, or what keeps the loader from reading them.
 pub type GlobalBytes = std::result::Result<Vec<u8>, String>;
@@ -368,14 +340,9 @@ fn classify_head(path: &Path, bytes: &[u8]) -> Result<ImageKind> {
             (Some(2), Some(m)) => u16::from_be_bytes([m[0], m[1]]),
             _ => return Err(bad(path, "is a truncated ELF file")),
         };
-        return match machine {
-            EM_CUDA => Ok(ImageKind::Cubin),
-            EM_AMDGPU => Ok(ImageKind::AmdCodeObject),
-            other => Err(bad(
-                path,
-                &format!("is an ELF file for machine {other} ({}), not a GPU image", machine_name(other)),
-            )),
-        };
+        return ImageKind::of_elf_machine(machine).ok_or_else(|| {
+            bad(path, &format!("is an ELF file for machine {machine} ({}), not a GPU image", machine_name(machine)))
+        });
     }
     // The text before the first byte that is not UTF-8 (the head may end inside a character; a bad byte further on
     // is named once the whole file is read).

@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 
 use gpu_startup_protocol::abi::{BeginArgs, Control, EndArgs, Kernel, KernelArgs, LaunchParams, MainFn, StartArgs};
 use gpu_startup_protocol::region;
+use gpu_startup_targets::BackendKind;
 use startup_common::rpc::HostCalls;
 
 use crate::args::ArgBlock;
 use crate::backend::{Backend, DeviceOptions, HostMapped};
 use crate::error::{LoaderError, Result};
-use crate::image::{Image, Platform};
+use crate::image::Image;
 use crate::server::HostServer;
 pub use crate::status::RunReport;
 
@@ -155,12 +156,12 @@ pub fn run_image(options: &RunOptions, image: &Image, started: Instant) -> Resul
     let mut argv = vec![options.image.clone().into_os_string()];
     argv.extend(options.args.iter().cloned());
     let arguments = ArgBlock::new(&argv, &options.env)?;
-    match image.kind.platform() {
-        Platform::Cuda => {
+    match image.kind.target().backend {
+        BackendKind::Cuda => {
             let backend = crate::cuda::CudaBackend::load(&options.device_options(), image, &constructors)?;
             run_on(backend, options, &arguments, started)
         }
-        Platform::Hsa => {
+        BackendKind::Hsa => {
             let backend = crate::hsa::HsaBackend::load(&options.device_options(), image)?;
             run_on(backend, options, &arguments, started)
         }

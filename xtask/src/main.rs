@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use gpu_startup_setup::target::GpuTarget;
+use gpu_startup_targets::{AMDGPU, NVPTX, Target};
 use xshell::Shell;
 
 use xtask::build::BuildOptions;
@@ -67,11 +67,11 @@ enum TargetChoice {
 }
 
 impl TargetChoice {
-    fn targets(self) -> Vec<GpuTarget> {
+    fn targets(self) -> Vec<&'static Target> {
         match self {
-            TargetChoice::Nvptx => vec![GpuTarget::Nvptx],
-            TargetChoice::Amdgpu => vec![GpuTarget::Amdgpu],
-            TargetChoice::All => GpuTarget::ALL.to_vec(),
+            TargetChoice::Nvptx => vec![&NVPTX],
+            TargetChoice::Amdgpu => vec![&AMDGPU],
+            TargetChoice::All => Target::ALL.to_vec(),
         }
     }
 }
@@ -210,7 +210,7 @@ mod tests {
         let cli = Cli::try_parse_from(["cargo xtask", "test", "--target", "nvptx", "rpc", "--exact"]).unwrap();
         let Command::Test(args) = cli.command else { panic!("not test") };
         assert_eq!(args.suite_args, ["rpc", "--exact"]);
-        assert_eq!(args.gpu.target.targets(), [GpuTarget::Nvptx]);
+        assert_eq!(args.gpu.target.targets(), [&NVPTX]);
     }
 
     #[test]
@@ -232,7 +232,7 @@ mod tests {
         let cli = Cli::try_parse_from(["cargo xtask", "bundle", "--max-size", "64MiB", "--target", "nvptx"]).unwrap();
         let Command::Bundle { max_size, gpu, .. } = cli.command else { panic!("not bundle") };
         assert_eq!(max_size, Some(64 << 20));
-        assert_eq!(gpu.target.targets(), [GpuTarget::Nvptx]);
+        assert_eq!(gpu.target.targets(), [&NVPTX]);
         let Command::Bundle { max_size, .. } = Cli::try_parse_from(["cargo xtask", "bundle"]).unwrap().command else {
             panic!("not bundle")
         };
@@ -249,9 +249,9 @@ mod tests {
             let Command::Build(build) = cli.command else { panic!("not build") };
             Ok::<_, clap::Error>(build.gpu.target.targets())
         };
-        assert_eq!(targets(&[]).unwrap(), GpuTarget::ALL);
-        assert_eq!(targets(&["--target", "amdgpu"]).unwrap(), [GpuTarget::Amdgpu]);
-        assert_eq!(targets(&["--target", "all"]).unwrap(), GpuTarget::ALL);
+        assert_eq!(targets(&[]).unwrap(), Target::ALL);
+        assert_eq!(targets(&["--target", "amdgpu"]).unwrap(), [&AMDGPU]);
+        assert_eq!(targets(&["--target", "all"]).unwrap(), Target::ALL);
         let error = targets(&["--target", "cuda"]).unwrap_err().to_string();
         assert!(error.contains("invalid value 'cuda'") && error.contains("nvptx, amdgpu, all"), "{error}");
         for command in ["build", "test", "bundle", "bench", "run hello"] {

@@ -10,12 +10,13 @@ use std::io;
 use std::time::Instant;
 
 use gpu_startup_protocol::abi::LaunchParams;
+use gpu_startup_targets::BackendKind;
 
 use super::protocol::{Ending, OutputFrames, Report, RunRequest, RunResult};
 use crate::args::ArgBlock;
 use crate::backend::Backend;
 use crate::error::{LoaderError, Result};
-use crate::image::{Image, Platform};
+use crate::image::Image;
 use crate::run::{RunOptions, Session};
 use crate::status::RunStatus;
 
@@ -35,8 +36,8 @@ fn start(options: &RunOptions) -> Result<()> {
     image.check_startup_abi()?;
     let constructors = crate::ctors::ConstructorTable::of(&image)?;
     let arguments = ArgBlock::new(&[options.image.clone().into_os_string()], &options.env)?;
-    match image.kind.platform() {
-        Platform::Cuda => {
+    match image.kind.target().backend {
+        BackendKind::Cuda => {
             let gpus = crate::cuda::init_driver()?;
             run_tests(
                 crate::cuda::CudaBackend::load(&options.device_options(), &image, &constructors)?,
@@ -45,7 +46,7 @@ fn start(options: &RunOptions) -> Result<()> {
                 &arguments,
             )
         }
-        Platform::Hsa => {
+        BackendKind::Hsa => {
             let backend = crate::hsa::HsaBackend::load(&options.device_options(), &image)?;
             let gpus = backend.gpu_count()?;
             run_tests(backend, gpus, options, &arguments)

@@ -208,7 +208,8 @@ fn bad_images_get_one_line_errors() {
 #[test]
 fn a_truncated_gpu_elf_is_reported_as_such() {
     let mut header = host_elf_header();
-    header[18..20].copy_from_slice(&EM_CUDA.to_le_bytes());
+    let em_cuda = ImageKind::Cubin.elf_machine().unwrap();
+    header[18..20].copy_from_slice(&em_cuda.to_le_bytes());
     let error = image(&header[..40]).unwrap_err().to_string();
     assert!(error.contains("truncated or corrupt ELF"), "{error}");
 }
