@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use gpu_startup_protocol::abi::{BeginArgs, Control, EndArgs, Kernel, KernelArgs, LaunchParams, MainFn, StartArgs};
 use gpu_startup_protocol::region;
-use gpu_startup_targets::BackendKind;
 use startup_common::rpc::HostCalls;
 
 use crate::args::ArgBlock;
@@ -156,16 +155,8 @@ pub fn run_image(options: &RunOptions, image: &Image, started: Instant) -> Resul
     let mut argv = vec![options.image.clone().into_os_string()];
     argv.extend(options.args.iter().cloned());
     let arguments = ArgBlock::new(&argv, &options.env)?;
-    match image.kind.target().backend {
-        BackendKind::Cuda => {
-            let backend = crate::cuda::CudaBackend::load(&options.device_options(), image, &constructors)?;
-            run_on(backend, options, &arguments, started)
-        }
-        BackendKind::Hsa => {
-            let backend = crate::hsa::HsaBackend::load(&options.device_options(), image)?;
-            run_on(backend, options, &arguments, started)
-        }
-    }
+    let backend = crate::platform::open_backend(image, &constructors, &options.device_options())?;
+    run_on(backend, options, &arguments, started)
 }
 
 /// The port count must fit the protocol's layout (`--rpc-ports` is checked by clap; the library's callers are not).

@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use clap::Parser;
-use gpu_startup_targets::{BackendKind, Target};
+use gpu_startup_targets::Target;
 use libtest_mimic::{Arguments, Failed, Trial};
 
 use self::child::{ProcessWorker, WorkerCommand};
@@ -117,10 +117,7 @@ pub fn run(
 /// group) the tests take GPU 0 unless `--device` says otherwise.
 pub fn nextest_device(target: &Target) -> Option<usize> {
     let slot: usize = std::env::var("NEXTEST_TEST_GROUP_SLOT").ok()?.parse().ok()?;
-    match target.backend {
-        BackendKind::Cuda => crate::cuda::init_driver().ok().map(|gpus| slot % gpus.max(1) as usize),
-        BackendKind::Hsa => None,
-    }
+    crate::platform::gpus_before_loading(target).map(|gpus| slot % gpus.max(1) as usize)
 }
 
 /// What the trials share once the tests run.

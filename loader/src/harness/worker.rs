@@ -10,7 +10,6 @@ use std::io;
 use std::time::Instant;
 
 use gpu_startup_protocol::abi::LaunchParams;
-use gpu_startup_targets::BackendKind;
 
 use super::protocol::{Ending, OutputFrames, Report, RunRequest, RunResult};
 use crate::args::ArgBlock;
@@ -36,22 +35,9 @@ fn start(options: &RunOptions) -> Result<()> {
     image.check_startup_abi()?;
     let constructors = crate::ctors::ConstructorTable::of(&image)?;
     let arguments = ArgBlock::new(&[options.image.clone().into_os_string()], &options.env)?;
-    match image.kind.target().backend {
-        BackendKind::Cuda => {
-            let gpus = crate::cuda::init_driver()?;
-            run_tests(
-                crate::cuda::CudaBackend::load(&options.device_options(), &image, &constructors)?,
-                gpus,
-                options,
-                &arguments,
-            )
-        }
-        BackendKind::Hsa => {
-            let backend = crate::hsa::HsaBackend::load(&options.device_options(), &image)?;
-            let gpus = backend.gpu_count()?;
-            run_tests(backend, gpus, options, &arguments)
-        }
-    }
+    let backend = crate::platform::open_backend(&image, &constructors, &options.device_options())?;
+    let gpus = backend.gpu_count()?;
+    run_tests(backend, gpus, options, &arguments)
 }
 
 fn run_tests<B: Backend>(backend: B, gpus: u32, options: &RunOptions, arguments: &ArgBlock) -> Result<()> {

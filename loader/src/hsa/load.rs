@@ -73,13 +73,8 @@ impl HsaBackend {
         Ok(backend)
     }
 
-    /// How many GPU agents the runtime offers (the ordinals `--device` takes).
-    pub fn gpu_count(&self) -> Result<u32> {
-        Ok(self.agents()?.0.len() as u32)
-    }
-
     /// The GPU agents that take kernel dispatches, in the runtime's order, and the first CPU agent.
-    fn agents(&self) -> Result<(Vec<sys::hsa_agent_t>, Option<sys::hsa_agent_t>), HsaError> {
+    pub(super) fn agents(&self) -> Result<(Vec<sys::hsa_agent_t>, Option<sys::hsa_agent_t>), HsaError> {
         let (mut gpus, mut cpu) = (Vec::new(), None);
         for agent in self.runtime.agents()? {
             // SAFETY: DEVICE is an `hsa_device_type_t` (u32).
