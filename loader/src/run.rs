@@ -13,6 +13,7 @@ use startup_common::rpc::HostCalls;
 
 use crate::args::ArgBlock;
 use crate::backend::{Backend, DeviceOptions, HostMapped};
+use crate::ctors::ConstructorTable;
 use crate::error::{LoaderError, Result};
 use crate::image::Image;
 use crate::server::HostServer;
@@ -152,10 +153,21 @@ pub fn run_image(options: &RunOptions, image: &Image, started: Instant) -> Resul
     }
     // Checked before any GPU work, so a bad priority suffix is reported the same with or without a GPU.
     let constructors = crate::ctors::ConstructorTable::of(image)?;
+    run_checked(options, image, &constructors, started)
+}
+
+/// Runs the program in `image`, which [`run_image`]'s checks passed, with `constructors` its table: for a caller that
+/// checked the image itself (`cli`), so the one parse is read once for each check.
+pub(crate) fn run_checked(
+    options: &RunOptions,
+    image: &Image,
+    constructors: &ConstructorTable,
+    started: Instant,
+) -> Result<RunReport> {
     let mut argv = vec![options.image.clone().into_os_string()];
     argv.extend(options.args.iter().cloned());
     let arguments = ArgBlock::new(&argv, &options.env)?;
-    let backend = crate::platform::open_backend(image, &constructors, &options.device_options())?;
+    let backend = crate::platform::open_backend(image, constructors, &options.device_options())?;
     run_on(backend, options, &arguments, started)
 }
 

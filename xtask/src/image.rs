@@ -122,7 +122,7 @@ pub fn check_images(images: &[BuiltImage]) -> Result<()> {
             }
             if built.target.produces(ImageKind::Ptx)
                 && arch_launches_early(&built.arch)
-                && !image.defines_early_launch_marker()?
+                && !image.defines_early_launch_marker()
             {
                 bail!(
                     "{}: is built for {} but does not define the startup's early-launch marker: the loader would launch \

@@ -144,8 +144,8 @@ impl HsaBackend {
     /// Loads the code object into a frozen executable for the GPU and looks up the three kernels.
     fn load_code_object(&mut self, image: &Image, target: Option<&str>, device: usize) -> Result<()> {
         let runtime = self.runtime;
-        // SAFETY: `image.bytes` outlives the reader, destroyed below before returning.
-        let reader = unsafe { runtime.code_object_reader(&image.bytes) }?;
+        // SAFETY: `image.bytes()` outlives the reader, destroyed below before returning.
+        let reader = unsafe { runtime.code_object_reader(image.bytes()) }?;
         let loaded = self.load_executable(reader);
         // SAFETY: the reader is ours and no longer needed once the executable is frozen (or failed).
         let _ = unsafe { runtime.code_object_reader_destroy(reader) };

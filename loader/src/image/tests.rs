@@ -45,7 +45,7 @@ fn ptx_is_recognized_after_comments() {
 
 #[test]
 fn ptx_globals_are_the_visible_ones() {
-    let names = image(PTX.as_bytes()).unwrap().global_symbols().unwrap();
+    let names = image(PTX.as_bytes()).unwrap().global_symbols().to_vec();
     assert_eq!(
         names,
         ["__init_array_object_ctor_101", "__init_array_start", "table", "_begin", "_start", "_end", "main"]
@@ -321,7 +321,7 @@ fn a_ptx_file_near_the_limit_is_read_once_and_parsed_in_bounded_time() {
     let started = std::time::Instant::now();
     let image = Image::read(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
-    assert_eq!(image.bytes.len(), PTX.len());
+    assert_eq!(image.bytes().len(), PTX.len());
     image.check_startup_abi().unwrap();
     assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
 }
