@@ -2,7 +2,9 @@
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use gpu_startup_targets::{AMDGPU, NVPTX, Target};
+use std::sync::LazyLock;
+
+use gpu_startup_targets::Target;
 use xshell::Shell;
 
 use xtask::build::BuildOptions;
@@ -58,21 +60,32 @@ enum Command {
     },
 }
 
-/// The GPU targets a command builds for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum TargetChoice {
-    Nvptx,
-    Amdgpu,
-    All,
-}
+/// The GPU targets a command builds for: one target, by its name, or all (`None`). Its values come from the
+/// targets' descriptors, so a new target is a choice without a change here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TargetChoice(Option<&'static Target>);
 
 impl TargetChoice {
+    const ALL: TargetChoice = TargetChoice(None);
+
     fn targets(self) -> Vec<&'static Target> {
-        match self {
-            TargetChoice::Nvptx => vec![&NVPTX],
-            TargetChoice::Amdgpu => vec![&AMDGPU],
-            TargetChoice::All => Target::ALL.to_vec(),
+        match self.0 {
+            Some(target) => vec![target],
+            None => Target::ALL.to_vec(),
         }
+    }
+}
+
+impl ValueEnum for TargetChoice {
+    fn value_variants<'a>() -> &'a [Self] {
+        static VARIANTS: LazyLock<Vec<TargetChoice>> = LazyLock::new(|| {
+            Target::ALL.into_iter().map(|target| TargetChoice(Some(target))).chain([TargetChoice::ALL]).collect()
+        });
+        &VARIANTS
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.map_or("all", |target| target.name)))
     }
 }
 
@@ -89,7 +102,7 @@ struct ArchArg {
 #[derive(Args)]
 struct TargetArgs {
     /// The GPU targets to build for.
-    #[arg(long, value_enum, default_value_t = TargetChoice::All)]
+    #[arg(long, value_enum, default_value_t = TargetChoice::ALL)]
     target: TargetChoice,
     #[command(flatten)]
     arch: ArchArg,
@@ -196,6 +209,7 @@ fn run(cli: Cli) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpu_startup_targets::{AMDGPU, NVPTX};
 
     #[test]
     fn run_keeps_loader_options_and_program_arguments_apart() {
