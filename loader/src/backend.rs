@@ -1,6 +1,6 @@
 //! What a GPU platform provides to a run: the [`Backend`] trait, the types its methods take and return, and the
-//! [`DeviceOptions`] a backend is opened with. Implementations: `cuda::CudaBackend`, `hsa::HsaBackend`; `run` drives
-//! either through this trait alone.
+//! [`DeviceOptions`] a backend is opened with. Implementations: `cuda::CudaBackend`, `hsa::HsaBackend`, opened by
+//! `platform::open_backend`; `run` drives either through this trait alone.
 
 use std::time::Duration;
 
@@ -48,6 +48,8 @@ pub enum Progress {
 
 /// What a GPU platform provides. Allocations live until the backend is dropped.
 pub trait Backend {
+    /// How many GPUs the platform offers (the ordinals [`DeviceOptions::device`] takes).
+    fn gpu_count(&self) -> Result<u32>;
     /// Lanes per warp or wavefront on this device.
     fn lane_size(&self) -> u32;
     /// Checks the launch against the device's limits.
@@ -75,6 +77,47 @@ pub trait Backend {
     /// How long each kernel ran, where the backend measured it ([`DeviceOptions::kernel_times`]).
     fn kernel_times(&mut self) -> Option<[Duration; 3]> {
         None
+    }
+}
+
+/// A backend opened for the image's target ([`crate::platform::open_backend`]). Every method goes to it, those with a
+/// default too: a backend's own `launch_startup` (CUDA's graph) and `kernel_times` must not fall back to the defaults.
+impl<B: Backend + ?Sized> Backend for Box<B> {
+    fn gpu_count(&self) -> Result<u32> {
+        (**self).gpu_count()
+    }
+    fn lane_size(&self) -> u32 {
+        (**self).lane_size()
+    }
+    fn check_launch(&self, params: &LaunchParams) -> Result<()> {
+        (**self).check_launch(params)
+    }
+    fn alloc_host_mapped(&mut self, len: usize) -> Result<HostMapped> {
+        (**self).alloc_host_mapped(len)
+    }
+    fn alloc_device(&mut self, len: usize) -> Result<u64> {
+        (**self).alloc_device(len)
+    }
+    fn copy_to_device(&mut self, address: u64, bytes: &[u8]) -> Result<()> {
+        (**self).copy_to_device(address, bytes)
+    }
+    fn launch(&mut self, kernel: Kernel, params: &LaunchParams, args: &[u8]) -> Result<()> {
+        (**self).launch(kernel, params, args)
+    }
+    fn launch_startup(&mut self, start: &LaunchParams, args: [&[u8]; 3]) -> Result<()> {
+        (**self).launch_startup(start, args)
+    }
+    fn poll(&mut self) -> Result<Progress> {
+        (**self).poll()
+    }
+    fn resource_usage(&self, kernel: Kernel) -> Result<ResourceUsage> {
+        (**self).resource_usage(kernel)
+    }
+    fn global_address(&mut self, name: &str) -> Result<u64> {
+        (**self).global_address(name)
+    }
+    fn kernel_times(&mut self) -> Option<[Duration; 3]> {
+        (**self).kernel_times()
     }
 }
 

@@ -28,7 +28,7 @@ use startup_common::rpc::HostCalls;
 
 use crate::image::Image;
 use crate::status::{USAGE_EXIT_CODE, error_exit_code};
-use crate::{LoaderError, RunOptions, RunReport, RunStatus, harness, run_image};
+use crate::{LoaderError, RunOptions, RunReport, RunStatus, harness};
 
 /// Run a GPU program built with the GPU startup: every thread of the grid runs `main`. A test binary (an image with
 /// tests) runs its tests: then the arguments after IMAGE are libtest's (a filter, --exact, --list, --nocapture, ...),
@@ -121,14 +121,15 @@ fn run_or_test(options: &RunOptions, device: Option<usize>, args: &[OsString]) -
     let image = Image::read(&options.image)?;
     // Checked before anything else, a test binary's list included: an image the startup cannot run has no tests.
     image.check_startup_abi()?;
-    crate::ctors::ConstructorTable::of(&image)?;
+    let constructors = crate::ctors::ConstructorTable::of(&image)?;
     let tests = crate::test_list::read(&image)?;
     if crate::test_list::is_test_binary(&image, &tests)? {
         // The runner launches nothing itself: its workers are processes of their own.
-        return Ok((harness::run(options, device, image.kind.platform(), tests, args), true));
+        return Ok((harness::run(options, device, image.kind.target(), tests, args), true));
     }
     crate::install_signal_handlers()?;
-    let report = run_image(options, &image, started)?;
+    // Checked above: the run reads the same parse, with the same constructor table.
+    let report = crate::run::run_checked(options, &image, &constructors, started)?;
     match report.status {
         RunStatus::TimedOut => eprintln!(
             "gpu-loader: the program ran past its {:?} timeout and was stopped",

@@ -37,7 +37,7 @@ impl ConstructorTable {
 
     /// The table of an image's global symbols.
     pub fn of(image: &crate::image::Image) -> Result<Self> {
-        Self::from_symbols(image.global_symbols()?.iter().map(String::as_str))
+        Self::from_symbols(image.global_symbols().iter().map(String::as_str))
     }
 
     pub fn is_empty(&self) -> bool {

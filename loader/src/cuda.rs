@@ -176,6 +176,9 @@ impl CudaBackend {
 }
 
 impl Backend for CudaBackend {
+    fn gpu_count(&self) -> Result<u32> {
+        init_driver()
+    }
     fn lane_size(&self) -> u32 {
         32
     }

@@ -1,9 +1,11 @@
 //! GPU images: which architecture an image is for, the symbols the loader needs from it, an AMD code object's
 //! metadata ([`amd_metadata`], parsed once per image), and the static check that its kernels match the ABI
-//! (`docs/abi.md`).
+//! (`docs/abi.md`). An image is parsed once, when it is read: PTX tokenized ([`ptx`]), an ELF file parsed
+//! ([`elf`]); everything asked of it later reads that parse.
 
 pub mod amd_metadata;
 mod cubin;
+mod elf;
 mod ptx;
 
 use std::io::Read;
@@ -11,14 +13,11 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use gpu_startup_protocol::abi;
-use object::read::elf::{ElfFile, FileHeader, SectionHeader};
-use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
 use crate::error::{LoaderError, Result};
 use amd_metadata::CodeObjectMetadata;
-
-const EM_CUDA: u16 = 190;
-const EM_AMDGPU: u16 = 224;
+/// What an image holds, decided from its bytes, never its name; each kind names the target whose backend runs it.
+pub use gpu_startup_targets::ImageKind;
 
 /// The largest image the loader reads: far above any program's (the suite's largest is about 1 MiB), and small enough
 /// that reading a file that is no image, or a corrupt one, costs little time and memory.
@@ -27,33 +26,6 @@ pub const MAX_IMAGE_BYTES: u64 = 256 << 20;
 /// How much of a file decides its kind: the ELF header's first 20 bytes, or PTX's first directives after the
 /// comments that precede them. A file refused on these bytes is never read whole.
 const HEAD_BYTES: usize = 64 * 1024;
-
-/// What an image holds, decided from its bytes, never its name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ImageKind {
-    /// PTX assembly text (NVIDIA; the driver compiles it for the GPU at load time).
-    Ptx,
-    /// An ELF `EM_CUDA` cubin (NVIDIA).
-    Cubin,
-    /// An ELF `EM_AMDGPU` code object (AMD).
-    AmdCodeObject,
-}
-
-/// The GPU vendor an image needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Platform {
-    Cuda,
-    Hsa,
-}
-
-impl ImageKind {
-    pub fn platform(self) -> Platform {
-        match self {
-            ImageKind::Ptx | ImageKind::Cubin => Platform::Cuda,
-            ImageKind::AmdCodeObject => Platform::Hsa,
-        }
-    }
-}
 
 /// A global's initialized bytes, or what keeps the loader from reading them.
 pub type GlobalBytes = std::result::Result<Vec<u8>, String>;
@@ -65,15 +37,25 @@ pub struct KernelSignature {
     pub param_sizes: Vec<u64>,
 }
 
-/// An image read into memory.
-#[derive(Clone, Debug)]
+/// An image read into memory and parsed. It is not `Clone`: one parse serves the whole run, lent to everything
+/// that reads the image (the checks, the constructor table, the test list, the backend).
+#[derive(Debug)]
 pub struct Image {
     pub path: PathBuf,
     pub kind: ImageKind,
-    /// The whole file; for PTX, without the NUL bytes that may pad its end (as NVRTC's output ends with one).
-    pub bytes: Vec<u8>,
+    /// The whole file; for PTX, without the NUL bytes that may pad its end (as NVRTC's output ends with one). Private:
+    /// the parse describes these bytes ([`Image::bytes`]).
+    bytes: Vec<u8>,
+    parsed: Parsed,
     /// An AMD code object's metadata note, parsed when first asked for ([`Image::amd_metadata`]), or why it cannot be.
     amd_metadata: OnceLock<std::result::Result<CodeObjectMetadata, String>>,
+}
+
+/// An image's parse, of its kind.
+#[derive(Debug)]
+enum Parsed {
+    Ptx(ptx::Parsed),
+    Elf(elf::ElfImage),
 }
 
 impl Image {
@@ -103,13 +85,39 @@ impl Image {
         Self::from_bytes(path, bytes)
     }
 
-    /// Classifies image bytes; `path` only names the image in messages.
+    /// Classifies and parses image bytes; `path` only names the image in messages.
     pub fn from_bytes(path: &Path, mut bytes: Vec<u8>) -> Result<Self> {
-        let kind = classify(path, &bytes)?;
-        if kind == ImageKind::Ptx {
+        let kind = classify_head(path, &bytes)?;
+        let parsed = if kind == ImageKind::Ptx {
             bytes.truncate(ptx_len(path, &bytes)?);
+            let text = std::str::from_utf8(&bytes)
+                .map_err(|error| bad(path, &format!("is not valid UTF-8 PTX (at byte {})", error.valid_up_to())))?;
+            Parsed::Ptx(ptx::Parsed::new(text))
+        } else {
+            Parsed::Elf(elf::ElfImage::parse(path, &bytes, kind)?)
+        };
+        Ok(Self { path: path.to_owned(), kind, bytes, parsed, amd_metadata: OnceLock::new() })
+    }
+
+    /// The image's bytes: the whole file; for PTX, without the NUL bytes that may pad its end.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// PTX with its tokens, for a PTX image.
+    fn ptx(&self) -> Result<Option<ptx::Ptx<'_>>> {
+        match &self.parsed {
+            Parsed::Ptx(parsed) => Ok(Some(parsed.of(self.ptx_text()?))),
+            Parsed::Elf(_) => Ok(None),
         }
-        Ok(Self { path: path.to_owned(), kind, bytes, amd_metadata: OnceLock::new() })
+    }
+
+    /// The ELF parse, for an ELF image.
+    fn elf(&self) -> Option<&elf::ElfImage> {
+        match &self.parsed {
+            Parsed::Elf(elf) => Some(elf),
+            Parsed::Ptx(_) => None,
+        }
     }
 
     /// An AMD code object's metadata note (`NT_AMDGPU_METADATA`), parsed the first time it is asked for: the image
@@ -124,18 +132,11 @@ impl Image {
             .map_err(|problem| bad(&self.path, problem))
     }
 
-    /// The names of the image's defined global symbols (kernels and variables).
-    pub fn global_symbols(&self) -> Result<Vec<String>> {
-        match self.kind {
-            ImageKind::Ptx => Ok(ptx::globals(self.ptx_text()?)),
-            ImageKind::Cubin | ImageKind::AmdCodeObject => {
-                let file = self.elf()?;
-                Ok(file
-                    .symbols()
-                    .filter(|symbol| self.is_defined_global(symbol))
-                    .filter_map(|symbol| symbol.name().ok().map(str::to_owned))
-                    .collect())
-            }
+    /// The names of the image's defined global symbols (kernels and variables), in the image's order.
+    pub fn global_symbols(&self) -> &[String] {
+        match &self.parsed {
+            Parsed::Ptx(parsed) => &parsed.globals,
+            Parsed::Elf(elf) => &elf.globals,
         }
     }
 
@@ -144,67 +145,46 @@ impl Image {
     /// global without bytes to read (no initializer, a section without file data, a size past its section) comes
     /// with the problem instead.
     pub fn initialized_globals(&self, prefix: &str) -> Result<Vec<(String, GlobalBytes)>> {
-        match self.kind {
-            ImageKind::Ptx => Ok(ptx::initialized_globals(self.ptx_text()?, prefix)),
-            ImageKind::Cubin | ImageKind::AmdCodeObject => {
-                let file = self.elf()?;
-                let mut globals = Vec::new();
-                for symbol in file.symbols().filter(|symbol| self.is_defined_global(symbol)) {
-                    let Ok(name) = symbol.name() else { continue };
-                    if !name.starts_with(prefix) {
-                        continue;
-                    }
-                    let bytes = symbol
-                        .section_index()
-                        .and_then(|index| file.section_by_index(index).ok())
-                        .and_then(|section| section.data_range(symbol.address(), symbol.size()).ok().flatten())
-                        .map(<[u8]>::to_vec)
-                        .ok_or_else(|| format!("global `{name}` has no initialized bytes in the file"));
-                    globals.push((name.to_owned(), bytes));
-                }
-                Ok(globals)
-            }
+        if let Some(ptx) = self.ptx()? {
+            return Ok(ptx::initialized_globals(ptx, prefix));
         }
+        let elf = self.elf().expect("an image is PTX or ELF");
+        Ok(elf
+            .symbols
+            .iter()
+            .filter(|symbol| symbol.defined_global && symbol.name.starts_with(prefix))
+            .map(|symbol| {
+                let bytes = symbol
+                    .bytes
+                    .clone()
+                    .map(|range| self.bytes[range].to_vec())
+                    .ok_or_else(|| format!("global `{}` has no initialized bytes in the file", symbol.name));
+                (symbol.name.clone(), bytes)
+            })
+            .collect())
     }
 
     /// Whether the image shows that it has no `main` of its own: no definition of `main` that is not weak (the
     /// startup's weak default, for test binaries, does not count). A linked cubin cannot show it: nvlink drops the
     /// functions that ptxas inlined everywhere, `main` among them.
     pub fn lacks_own_main(&self) -> Result<bool> {
-        let defined = match self.kind {
-            ImageKind::Ptx => ptx::defines_strong_function(self.ptx_text()?, abi::MAIN_SYMBOL),
-            ImageKind::Cubin if !self.is_relocatable()? => return Ok(false),
-            ImageKind::Cubin | ImageKind::AmdCodeObject => self
-                .elf()?
-                .symbols()
-                .any(|symbol| symbol.is_definition() && !symbol.is_weak() && symbol.name() == Ok(abi::MAIN_SYMBOL)),
-        };
-        Ok(!defined)
-    }
-
-    /// Whether an ELF symbol is a global variable or function the image defines (for a cubin, its own kinds of
-    /// symbol too).
-    fn is_defined_global(&self, symbol: &object::Symbol<'_, '_>) -> bool {
-        match self.kind {
-            ImageKind::Cubin => cubin::is_defined_global(symbol),
-            _ => symbol.is_definition() && symbol.is_global(),
+        if let Some(ptx) = self.ptx()? {
+            return Ok(!ptx::defines_strong_function(ptx, abi::MAIN_SYMBOL));
         }
+        let elf = self.elf().expect("an image is PTX or ELF");
+        if self.kind == ImageKind::Cubin && !elf.relocatable {
+            return Ok(false);
+        }
+        Ok(!elf.symbols.iter().any(|symbol| symbol.definition && !symbol.weak && symbol.name == abi::MAIN_SYMBOL))
     }
 
     /// The image's kernels with their parameter sizes, where the format records them (PTX and cubin).
     pub fn kernel_signatures(&self) -> Result<Vec<KernelSignature>> {
-        match self.kind {
-            ImageKind::Ptx => ptx::kernels(self.ptx_text()?).map_err(|problem| bad(&self.path, &problem)),
-            ImageKind::Cubin => cubin::kernels(&self.elf()?).map_err(|problem| bad(&self.path, &problem)),
-            ImageKind::AmdCodeObject => {
-                let file = self.elf()?;
-                Ok(file
-                    .symbols()
-                    .filter_map(|symbol| symbol.name().ok()?.strip_suffix(".kd").map(str::to_owned))
-                    .map(|name| KernelSignature { name, param_sizes: Vec::new() })
-                    .collect())
-            }
-        }
+        let kernels = match self.ptx()? {
+            Some(ptx) => ptx::kernels(ptx),
+            None => self.elf().expect("an image is PTX or ELF").kernels.clone(),
+        };
+        kernels.map_err(|problem| bad(&self.path, &problem))
     }
 
     /// Checks that the image has the three startup kernels, each taking the one argument `docs/abi.md` gives. For
@@ -236,7 +216,7 @@ impl Image {
             self.check_callback_prototypes()?;
             self.check_early_launch()?;
         }
-        if self.kind == ImageKind::Cubin && cubin::compiled_whole_program(&self.elf()?) {
+        if self.elf().is_some_and(|elf| elf.whole_program) {
             return Err(bad(
                 &self.path,
                 "is a cubin compiled whole-program (`ptxas` without `-c`): each kernel has its own copy of every \
@@ -249,20 +229,20 @@ impl Image {
 
     /// Whether the image defines [`abi::EARLY_LAUNCH_MARKER`]: its startup lets the loader launch each kernel while
     /// the one before still runs.
-    pub fn defines_early_launch_marker(&self) -> Result<bool> {
-        Ok(self.global_symbols()?.iter().any(|name| name == abi::EARLY_LAUNCH_MARKER))
+    pub fn defines_early_launch_marker(&self) -> bool {
+        self.global_symbols().iter().any(|name| name == abi::EARLY_LAUNCH_MARKER)
     }
 
     /// PTX: an image that lets the loader launch each kernel before the one before it ended
     /// ([`abi::EARLY_LAUNCH_MARKER`]) must wait for that kernel in `_start` and `_end`: without the wait they would
     /// read the runtime's state before `_begin` set it up, or `main`'s results before `_start` wrote them.
     fn check_early_launch(&self) -> Result<()> {
-        if !self.defines_early_launch_marker()? {
+        let Some(ptx) = self.ptx()? else { return Ok(()) };
+        if !self.defines_early_launch_marker() {
             return Ok(());
         }
-        let text = self.ptx_text()?;
         for kernel in [abi::Kernel::Start, abi::Kernel::End] {
-            if !ptx::entry_has_instruction(text, kernel.name(), "griddepcontrol.wait") {
+            if !ptx::entry_has_instruction(ptx, kernel.name(), "griddepcontrol.wait") {
                 return Err(bad(
                     &self.path,
                     &format!(
@@ -282,9 +262,9 @@ impl Image {
     /// 4, 8 and 8 bytes), and every destructor global one that takes nothing. PTX calls through a function pointer
     /// only with the callee's exact prototype: any other would fail on the GPU, at the first constructor.
     fn check_callback_prototypes(&self) -> Result<()> {
+        let Some(ptx) = self.ptx()? else { return Ok(()) };
         let prefixes = [abi::INIT_OBJECT_PREFIX, abi::FINI_OBJECT_PREFIX];
-        let targets =
-            ptx::callback_targets(self.ptx_text()?, &prefixes).map_err(|problem| bad(&self.path, &problem))?;
+        let targets = ptx::callback_targets(ptx, &prefixes).map_err(|problem| bad(&self.path, &problem))?;
         for target in targets {
             let (kind, expected, takes): (_, &[u64], _) = if target.global.starts_with(abi::INIT_OBJECT_PREFIX) {
                 ("constructor", &[4, 8, 8], "main's arguments (parameters of 4, 8 and 8 bytes)")
@@ -308,16 +288,14 @@ impl Image {
 
     /// Whether an ELF image is a relocatable object (`ET_REL`) rather than a linked one.
     pub fn is_relocatable(&self) -> Result<bool> {
-        Ok(self.elf()?.kind() == object::ObjectKind::Relocatable)
+        match self.elf() {
+            Some(elf) => Ok(elf.relocatable),
+            None => Err(bad(&self.path, "is PTX, not an ELF file")),
+        }
     }
 
     pub fn ptx_text(&self) -> Result<&str> {
         std::str::from_utf8(&self.bytes).map_err(|_| bad(&self.path, "PTX is not valid UTF-8"))
-    }
-
-    fn elf(&self) -> Result<object::File<'_>> {
-        object::File::parse(&*self.bytes)
-            .map_err(|error| bad(&self.path, &format!("is a truncated or corrupt ELF file: {error}")))
     }
 }
 
@@ -368,14 +346,9 @@ fn classify_head(path: &Path, bytes: &[u8]) -> Result<ImageKind> {
             (Some(2), Some(m)) => u16::from_be_bytes([m[0], m[1]]),
             _ => return Err(bad(path, "is a truncated ELF file")),
         };
-        return match machine {
-            EM_CUDA => Ok(ImageKind::Cubin),
-            EM_AMDGPU => Ok(ImageKind::AmdCodeObject),
-            other => Err(bad(
-                path,
-                &format!("is an ELF file for machine {other} ({}), not a GPU image", machine_name(other)),
-            )),
-        };
+        return ImageKind::of_elf_machine(machine).ok_or_else(|| {
+            bad(path, &format!("is an ELF file for machine {machine} ({}), not a GPU image", machine_name(machine)))
+        });
     }
     // The text before the first byte that is not UTF-8 (the head may end inside a character; a bad byte further on
     // is named once the whole file is read).
@@ -390,28 +363,6 @@ fn classify_head(path: &Path, bytes: &[u8]) -> Result<ImageKind> {
     Err(bad(path, "is not a GPU image (expected PTX text, an NVIDIA cubin or an AMD code object)"))
 }
 
-fn classify(path: &Path, bytes: &[u8]) -> Result<ImageKind> {
-    let kind = classify_head(path, bytes)?;
-    if kind == ImageKind::Ptx {
-        let text = &bytes[..ptx_len(path, bytes)?];
-        if let Err(error) = std::str::from_utf8(text) {
-            return Err(bad(path, &format!("is not valid UTF-8 PTX (at byte {})", error.valid_up_to())));
-        }
-        return Ok(kind);
-    }
-    let file = object::File::parse(bytes)
-        .map_err(|error| bad(path, &format!("is a truncated or corrupt ELF file: {error}")))?;
-    match &file {
-        object::File::Elf32(elf) => check_elf_extents(path, elf, kind)?,
-        object::File::Elf64(elf) => check_elf_extents(path, elf, kind)?,
-        _ => return Err(bad(path, "is a truncated or corrupt ELF file")),
-    }
-    if kind == ImageKind::AmdCodeObject && file.kind() != object::ObjectKind::Dynamic {
-        return Err(bad(path, "is an AMDGPU relocatable object, not a linked code object (ET_DYN)"));
-    }
-    Ok(kind)
-}
-
 /// The length of PTX text: up to its first NUL byte, after which only NULs may follow (the driver reads PTX as a C
 /// string, and NVRTC's output ends with a NUL).
 fn ptx_len(path: &Path, bytes: &[u8]) -> Result<usize> {
@@ -423,36 +374,6 @@ fn ptx_len(path: &Path, bytes: &[u8]) -> Result<usize> {
         ));
     }
     Ok(end)
-}
-
-/// Every section's and segment's bytes must lie inside the file: `object` parses them lazily, so a file cut off
-/// after its headers would otherwise pass for whole until the driver reads past its end. Sections that occupy no
-/// bytes in the file (`SHT_NOBITS`, and NVIDIA's own such types in a cubin) may lie anywhere.
-fn check_elf_extents<Elf: FileHeader<Endian = object::Endianness>>(
-    path: &Path,
-    file: &ElfFile<'_, Elf>,
-    kind: ImageKind,
-) -> Result<()> {
-    for section in file.sections() {
-        let section_type = section.elf_section_header().sh_type(file.endian());
-        if kind == ImageKind::Cubin && cubin::occupies_no_file_bytes(section_type) {
-            continue;
-        }
-        // `SHT_NOBITS` sections have no bytes in the file: their `data` is empty, never an error.
-        if section.data().is_err() {
-            let name = section.name().unwrap_or("?");
-            return Err(bad(path, &format!("is a truncated or corrupt ELF file: section `{name}` lies past its end")));
-        }
-    }
-    for segment in file.segments() {
-        if segment.data().is_err() {
-            return Err(bad(
-                path,
-                &format!("is a truncated or corrupt ELF file: a segment at {:#x} lies past its end", segment.address()),
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn machine_name(machine: u16) -> &'static str {

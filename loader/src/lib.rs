@@ -9,7 +9,8 @@
 //! ```
 //!
 //! The image decides the platform: PTX or an `EM_CUDA` cubin runs through CUDA ([`cuda`]), an `EM_AMDGPU` code
-//! object through HSA ([`hsa`]). Everything else ([`run`], [`server`], [`args`], [`ctors`]) is shared.
+//! object through HSA ([`hsa`]), each opened in one place ([`platform::open_backend`]). Everything else ([`run`],
+//! [`server`], [`args`], [`ctors`]) is shared.
 //!
 //! # Host calls of one's own
 //!
@@ -48,6 +49,7 @@ pub mod harness;
 pub mod hsa;
 pub mod image;
 pub mod launch;
+pub mod platform;
 pub mod run;
 pub mod server;
 pub mod status;

@@ -13,8 +13,9 @@ use startup_common::rpc::HostCalls;
 
 use crate::args::ArgBlock;
 use crate::backend::{Backend, DeviceOptions, HostMapped};
+use crate::ctors::ConstructorTable;
 use crate::error::{LoaderError, Result};
-use crate::image::{Image, Platform};
+use crate::image::Image;
 use crate::server::HostServer;
 pub use crate::status::RunReport;
 
@@ -152,19 +153,22 @@ pub fn run_image(options: &RunOptions, image: &Image, started: Instant) -> Resul
     }
     // Checked before any GPU work, so a bad priority suffix is reported the same with or without a GPU.
     let constructors = crate::ctors::ConstructorTable::of(image)?;
+    run_checked(options, image, &constructors, started)
+}
+
+/// Runs the program in `image`, which [`run_image`]'s checks passed, with `constructors` its table: for a caller that
+/// checked the image itself (`cli`), so the one parse is read once for each check.
+pub(crate) fn run_checked(
+    options: &RunOptions,
+    image: &Image,
+    constructors: &ConstructorTable,
+    started: Instant,
+) -> Result<RunReport> {
     let mut argv = vec![options.image.clone().into_os_string()];
     argv.extend(options.args.iter().cloned());
     let arguments = ArgBlock::new(&argv, &options.env)?;
-    match image.kind.platform() {
-        Platform::Cuda => {
-            let backend = crate::cuda::CudaBackend::load(&options.device_options(), image, &constructors)?;
-            run_on(backend, options, &arguments, started)
-        }
-        Platform::Hsa => {
-            let backend = crate::hsa::HsaBackend::load(&options.device_options(), image)?;
-            run_on(backend, options, &arguments, started)
-        }
-    }
+    let backend = crate::platform::open_backend(image, constructors, &options.device_options())?;
+    run_on(backend, options, &arguments, started)
 }
 
 /// The port count must fit the protocol's layout (`--rpc-ports` is checked by clap; the library's callers are not).

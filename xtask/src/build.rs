@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use xshell::{Shell, cmd};
 
-use gpu_startup_setup::target::GpuTarget;
+use gpu_startup_targets::Target;
 
 use crate::gpu_cargo::{GpuSetup, Images};
 use crate::image::{BuiltImage, ImageFolder};
@@ -19,7 +19,7 @@ use crate::toolchain;
 /// What to build.
 #[derive(Clone, Debug)]
 pub struct BuildOptions {
-    pub targets: Vec<GpuTarget>,
+    pub targets: Vec<&'static Target>,
     pub gpu_arch: Option<String>,
     pub release: bool,
     /// Build only these programs (all when empty).
@@ -66,7 +66,7 @@ pub fn build_linker(sh: &Shell) -> Result<PathBuf> {
 
 /// The architecture to build `target` for: `requested` when it is one of the target's (and an error when it is not
 /// and the build is for this target `alone`), else the machine's or the fallback.
-pub fn arch_for(target: GpuTarget, requested: Option<&str>, alone: bool) -> Result<String> {
+pub fn arch_for(target: &'static Target, requested: Option<&str>, alone: bool) -> Result<String> {
     Ok(match requested {
         Some(arch) if target.accepts_arch(arch) => arch.to_owned(),
         Some(arch) if alone => bail!("`{arch}` is not a {target} architecture"),
@@ -88,7 +88,7 @@ pub fn build(sh: &Shell, options: &BuildOptions) -> Result<Vec<BuiltImage>> {
 
 fn build_target(
     sh: &Shell,
-    target: GpuTarget,
+    target: &'static Target,
     arch: &str,
     options: &BuildOptions,
     linker: &Path,

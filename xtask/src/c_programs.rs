@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail, ensure};
 use xshell::{Shell, cmd};
 
-use gpu_startup_setup::target::GpuTarget;
+use gpu_startup_targets::{Linker, Target};
 
 use crate::clang::clang_flags;
 use crate::image::{BuiltImage, ImageFolder};
@@ -179,23 +179,21 @@ pub fn find_clang(sh: &Shell) -> Result<PathBuf> {
     }
 }
 
-/// The rustflags of the startup library: the arch everywhere (core included) and, for AMD, bitcode objects.
-fn startup_rustflags(target: GpuTarget, arch: &str) -> Vec<String> {
+/// The rustflags of the startup library: the arch everywhere (core included) and, for a target that requires LTO,
+/// bitcode objects.
+fn startup_rustflags(target: &'static Target, arch: &str) -> Vec<String> {
     let mut flags = vec![format!("-Ctarget-cpu={arch}")];
-    if target == GpuTarget::Amdgpu {
+    if target.requires_lto {
         flags.push("-Clinker-plugin-lto".to_owned());
     }
     flags
 }
 
 /// Builds the target crate of the startup as a static library of bitcode; returns the archive's path.
-pub fn build_startup(sh: &Shell, target: GpuTarget, arch: &str, release: bool) -> Result<PathBuf> {
+pub fn build_startup(sh: &Shell, target: &'static Target, arch: &str, release: bool) -> Result<PathBuf> {
     let root = crate::project_root();
-    let package = match target {
-        GpuTarget::Nvptx => "startup-nvptx",
-        GpuTarget::Amdgpu => "startup-amdgpu",
-    };
-    let triple = target.triple();
+    let package = target.startup_crate;
+    let triple = target.triple;
     let target_dir = root.join("target/gpu-cargo").join(format!("{arch}-startup"));
     let (profile, profile_dir) = if release { ("release", "release") } else { ("dev", "debug") };
     // Plain bitcode objects: no LTO inside the archive (AMD's target does its own), one module per crate, aborting
@@ -225,7 +223,7 @@ pub fn build_startup(sh: &Shell, target: GpuTarget, arch: &str, release: bool) -
 /// Compiles `source` to LLVM bitcode objects in `out_dir` with the `cc` crate; returns the objects.
 fn compile(
     clang: &Path,
-    target: GpuTarget,
+    target: &'static Target,
     arch: &str,
     release: bool,
     language: Language,
@@ -236,7 +234,7 @@ fn compile(
     let mut build = cc::Build::new();
     build
         .compiler(clang)
-        .target(target.triple())
+        .target(target.triple)
         .host(gpu_bitcode_linker::host_triple())
         .opt_level(if release { 3 } else { 1 })
         .debug(false)
@@ -271,7 +269,7 @@ fn compile(
 #[allow(clippy::too_many_arguments)]
 fn link(
     sh: &Shell,
-    target: GpuTarget,
+    target: &'static Target,
     arch: &str,
     release: bool,
     linker: &Path,
@@ -281,14 +279,14 @@ fn link(
     image: &Path,
 ) -> Result<()> {
     let opt = if release { "-O3" } else { "-O1" };
-    match target {
-        GpuTarget::Nvptx => {
-            let triple = target.triple();
+    match target.linker {
+        Linker::BitcodeLinker => {
+            let triple = target.triple;
             cmd!(sh, "{linker} {objects...} {startup} --target {triple} --target-cpu {arch} -o {image} {opt}")
                 .env("GPU_LLVM_TOOLS_DIR", toolchain::llvm_tools_dir(sysroot))
                 .run()?;
         }
-        GpuTarget::Amdgpu => {
+        Linker::RustLld => {
             // rust-lld is the lld that links the Rust programs for AMD, with exactly the nightly's LLVM.
             let lld = toolchain::llvm_tools_dir(sysroot).join("rust-lld");
             let (mcpu, lto_opt) = (format!("-plugin-opt=mcpu={arch}"), format!("--lto-{}", &opt[1..]));
@@ -303,6 +301,7 @@ fn link(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpu_startup_targets::{AMDGPU, NVPTX};
 
     #[test]
     fn clang_versions_are_read_from_the_first_line() {
@@ -314,8 +313,8 @@ mod tests {
 
     #[test]
     fn amd_startup_objects_are_bitcode() {
-        assert!(startup_rustflags(GpuTarget::Amdgpu, "gfx90a").contains(&"-Clinker-plugin-lto".to_owned()));
-        assert_eq!(startup_rustflags(GpuTarget::Nvptx, "sm_90"), ["-Ctarget-cpu=sm_90"]);
+        assert!(startup_rustflags(&AMDGPU, "gfx90a").contains(&"-Clinker-plugin-lto".to_owned()));
+        assert_eq!(startup_rustflags(&NVPTX, "sm_90"), ["-Ctarget-cpu=sm_90"]);
     }
 
     #[test]

@@ -7,15 +7,16 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 use gpu_startup_setup::config::{self, Config, Plan};
-use gpu_startup_setup::target::{GpuTarget, spec};
+use gpu_startup_setup::spec;
 use gpu_startup_setup::write_if_changed;
+use gpu_startup_targets::Target;
 use xshell::{Shell, cmd};
 
 /// The cargo settings of a GPU build for one target and architecture: what `init` would write into a crate's
 /// `.cargo/`.
 #[derive(Clone, Debug)]
 pub struct GpuSetup {
-    pub target: GpuTarget,
+    pub target: &'static Target,
     pub arch: String,
     /// `.cargo/config.toml`, passed to cargo with `--config`.
     pub config: PathBuf,
@@ -25,17 +26,16 @@ pub struct GpuSetup {
 
 impl GpuSetup {
     /// Writes `target/gpu-setup/<target>-<arch>/.cargo/` (only the files that change, so cargo's fingerprints hold).
-    pub fn prepare(target: GpuTarget, arch: &str) -> Result<Self> {
+    pub fn prepare(target: &'static Target, arch: &str) -> Result<Self> {
         let root = crate::project_root();
         let dir = root.join("target/gpu-setup").join(format!("{target}-{arch}"));
-        for gpu in GpuTarget::ALL {
+        for gpu in Target::ALL {
             let mut rustc = Command::new("rustc");
             rustc.current_dir(&root);
             let text = spec::executable_spec(gpu, &spec::rustc_spec(rustc, gpu)?)?;
             write_if_changed(&dir.join(config::spec_path(gpu)), &text)?;
         }
-        let archs =
-            GpuTarget::ALL.map(|gpu| if gpu == target { arch.to_owned() } else { gpu.fallback_arch().to_owned() });
+        let archs = Target::ALL.map(|gpu| if gpu == target { arch.to_owned() } else { gpu.fallback_arch.to_owned() });
         let plan = Plan { default_target: target, archs, replace_arch: [false; 2] };
         let config = dir.join(".cargo/config.toml");
         write_if_changed(&config, &Config::parse("", "config.toml")?.merge(&plan)?)?;
@@ -131,7 +131,7 @@ pub fn gpu_artifacts(messages: &str, what: Images) -> Result<Vec<Artifact>> {
         } else if kinds.iter().any(|kind| kind == "cdylib") {
             let files = message["filenames"].as_array().cloned().unwrap_or_default();
             files.iter().filter_map(|file| file.as_str()).map(PathBuf::from).find(|file| {
-                file.extension().is_some_and(|ext| GpuTarget::ALL.iter().any(|gpu| ext == gpu.image_extension()))
+                file.extension().is_some_and(|ext| Target::ALL.iter().any(|gpu| ext == gpu.image_extension))
             })
         } else {
             None
@@ -148,7 +148,7 @@ pub fn gpu_artifacts(messages: &str, what: Images) -> Result<Vec<Artifact>> {
 }
 
 /// The one image of the crate at `dir`, built for `target`: `cargo xtask run PATH`.
-pub fn build_crate(sh: &Shell, dir: &Path, target: GpuTarget, arch: &str, tools: &Path) -> Result<PathBuf> {
+pub fn build_crate(sh: &Shell, dir: &Path, target: &'static Target, arch: &str, tools: &Path) -> Result<PathBuf> {
     let manifest = dir.join("Cargo.toml");
     if !manifest.is_file() {
         bail!("{} is not a crate: it has no Cargo.toml", dir.display());

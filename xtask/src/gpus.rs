@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use gpu_startup_setup::target::GpuTarget;
+use gpu_startup_targets::{BackendKind, Target};
 
 /// The GPUs this machine can run programs on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -18,10 +18,10 @@ impl Gpus {
         Self { nvidia: gpu_loader::cuda::init_driver().is_ok(), amd: Path::new("/dev/kfd").exists() }
     }
 
-    pub fn has(self, target: GpuTarget) -> bool {
-        match target {
-            GpuTarget::Nvptx => self.nvidia,
-            GpuTarget::Amdgpu => self.amd,
+    pub fn has(self, target: &'static Target) -> bool {
+        match target.backend {
+            BackendKind::Cuda => self.nvidia,
+            BackendKind::Hsa => self.amd,
         }
     }
 

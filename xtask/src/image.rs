@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
-use gpu_startup_setup::target::GpuTarget;
+use gpu_startup_targets::{ImageKind, Target};
 use xshell::{Shell, cmd};
 
 use crate::toolchain;
@@ -14,7 +14,7 @@ use crate::toolchain;
 #[derive(Clone, Debug)]
 pub struct BuiltImage {
     pub program: String,
-    pub target: GpuTarget,
+    pub target: &'static Target,
     pub arch: String,
     pub path: PathBuf,
 }
@@ -22,21 +22,21 @@ pub struct BuiltImage {
 /// The folder of the images of one target and arch, `target/gpu/<target>/<arch>/`, with the tools that make cubins
 /// there.
 pub struct ImageFolder {
-    pub target: GpuTarget,
+    pub target: &'static Target,
     pub arch: String,
     pub dir: PathBuf,
     cubin_tools: Option<CubinTools>,
 }
 
 impl ImageFolder {
-    pub fn new(target: GpuTarget, arch: &str) -> Self {
-        let dir = crate::project_root().join("target/gpu").join(target.name()).join(arch);
+    pub fn new(target: &'static Target, arch: &str) -> Self {
+        let dir = crate::project_root().join("target/gpu").join(target.name).join(arch);
         Self { target, arch: arch.to_owned(), dir, cubin_tools: CubinTools::find(target) }
     }
 
     /// Where the image of `program` goes: `<program>.<ext>` in the folder.
     pub fn image_path(&self, program: &str) -> PathBuf {
-        self.dir.join(format!("{program}.{}", self.target.image_extension()))
+        self.dir.join(format!("{program}.{}", self.target.image_extension))
     }
 
     /// The steps after the image of `program` is at [`ImageFolder::image_path`]: copies the expectations in
@@ -62,8 +62,8 @@ struct CubinTools {
 
 impl CubinTools {
     /// The tools on `PATH`, for NVIDIA targets where ptxas is installed.
-    fn find(target: GpuTarget) -> Option<Self> {
-        if target != GpuTarget::Nvptx {
+    fn find(target: &'static Target) -> Option<Self> {
+        if !target.produces(ImageKind::Cubin) {
             return None;
         }
         let ptxas = toolchain::find_program("ptxas")?;
@@ -120,9 +120,9 @@ pub fn check_images(images: &[BuiltImage]) -> Result<()> {
             if tests.is_empty() && image.lacks_own_main()? {
                 bail!("{}: defines neither `main` nor tests", path.display());
             }
-            if built.target == GpuTarget::Nvptx
+            if built.target.produces(ImageKind::Ptx)
                 && arch_launches_early(&built.arch)
-                && !image.defines_early_launch_marker()?
+                && !image.defines_early_launch_marker()
             {
                 bail!(
                     "{}: is built for {} but does not define the startup's early-launch marker: the loader would launch \
@@ -148,6 +148,7 @@ fn arch_launches_early(arch: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpu_startup_targets::NVPTX;
 
     /// The three kernels with the ABI's parameters and a `main`, for sm_90, with `extra` among the globals.
     fn ptx(extra: &str) -> String {
@@ -168,7 +169,7 @@ mod tests {
         let built = |name: &str, text: String, arch: &str| {
             let path = dir.join(format!("{name}.ptx"));
             std::fs::write(&path, text).unwrap();
-            BuiltImage { program: name.into(), target: GpuTarget::Nvptx, arch: arch.into(), path }
+            BuiltImage { program: name.into(), target: &NVPTX, arch: arch.into(), path }
         };
         check_images(&[built("marked", ptx(marker), "sm_90"), built("older", ptx(""), "sm_80")]).unwrap();
         let error = check_images(&[built("unmarked", ptx(""), "sm_90")]).unwrap_err().to_string();

@@ -2,7 +2,9 @@
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use gpu_startup_setup::target::GpuTarget;
+use std::sync::LazyLock;
+
+use gpu_startup_targets::Target;
 use xshell::Shell;
 
 use xtask::build::BuildOptions;
@@ -58,21 +60,32 @@ enum Command {
     },
 }
 
-/// The GPU targets a command builds for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum TargetChoice {
-    Nvptx,
-    Amdgpu,
-    All,
-}
+/// The GPU targets a command builds for: one target, by its name, or all (`None`). Its values come from the
+/// targets' descriptors, so a new target is a choice without a change here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TargetChoice(Option<&'static Target>);
 
 impl TargetChoice {
-    fn targets(self) -> Vec<GpuTarget> {
-        match self {
-            TargetChoice::Nvptx => vec![GpuTarget::Nvptx],
-            TargetChoice::Amdgpu => vec![GpuTarget::Amdgpu],
-            TargetChoice::All => GpuTarget::ALL.to_vec(),
+    const ALL: TargetChoice = TargetChoice(None);
+
+    fn targets(self) -> Vec<&'static Target> {
+        match self.0 {
+            Some(target) => vec![target],
+            None => Target::ALL.to_vec(),
         }
+    }
+}
+
+impl ValueEnum for TargetChoice {
+    fn value_variants<'a>() -> &'a [Self] {
+        static VARIANTS: LazyLock<Vec<TargetChoice>> = LazyLock::new(|| {
+            Target::ALL.into_iter().map(|target| TargetChoice(Some(target))).chain([TargetChoice::ALL]).collect()
+        });
+        &VARIANTS
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.map_or("all", |target| target.name)))
     }
 }
 
@@ -89,7 +102,7 @@ struct ArchArg {
 #[derive(Args)]
 struct TargetArgs {
     /// The GPU targets to build for.
-    #[arg(long, value_enum, default_value_t = TargetChoice::All)]
+    #[arg(long, value_enum, default_value_t = TargetChoice::ALL)]
     target: TargetChoice,
     #[command(flatten)]
     arch: ArchArg,
@@ -196,6 +209,7 @@ fn run(cli: Cli) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpu_startup_targets::{AMDGPU, NVPTX};
 
     #[test]
     fn run_keeps_loader_options_and_program_arguments_apart() {
@@ -210,7 +224,7 @@ mod tests {
         let cli = Cli::try_parse_from(["cargo xtask", "test", "--target", "nvptx", "rpc", "--exact"]).unwrap();
         let Command::Test(args) = cli.command else { panic!("not test") };
         assert_eq!(args.suite_args, ["rpc", "--exact"]);
-        assert_eq!(args.gpu.target.targets(), [GpuTarget::Nvptx]);
+        assert_eq!(args.gpu.target.targets(), [&NVPTX]);
     }
 
     #[test]
@@ -232,7 +246,7 @@ mod tests {
         let cli = Cli::try_parse_from(["cargo xtask", "bundle", "--max-size", "64MiB", "--target", "nvptx"]).unwrap();
         let Command::Bundle { max_size, gpu, .. } = cli.command else { panic!("not bundle") };
         assert_eq!(max_size, Some(64 << 20));
-        assert_eq!(gpu.target.targets(), [GpuTarget::Nvptx]);
+        assert_eq!(gpu.target.targets(), [&NVPTX]);
         let Command::Bundle { max_size, .. } = Cli::try_parse_from(["cargo xtask", "bundle"]).unwrap().command else {
             panic!("not bundle")
         };
@@ -249,9 +263,9 @@ mod tests {
             let Command::Build(build) = cli.command else { panic!("not build") };
             Ok::<_, clap::Error>(build.gpu.target.targets())
         };
-        assert_eq!(targets(&[]).unwrap(), GpuTarget::ALL);
-        assert_eq!(targets(&["--target", "amdgpu"]).unwrap(), [GpuTarget::Amdgpu]);
-        assert_eq!(targets(&["--target", "all"]).unwrap(), GpuTarget::ALL);
+        assert_eq!(targets(&[]).unwrap(), Target::ALL);
+        assert_eq!(targets(&["--target", "amdgpu"]).unwrap(), [&AMDGPU]);
+        assert_eq!(targets(&["--target", "all"]).unwrap(), Target::ALL);
         let error = targets(&["--target", "cuda"]).unwrap_err().to_string();
         assert!(error.contains("invalid value 'cuda'") && error.contains("nvptx, amdgpu, all"), "{error}");
         for command in ["build", "test", "bundle", "bench", "run hello"] {

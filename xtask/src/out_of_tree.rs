@@ -16,7 +16,7 @@ use std::process::{Command, Output};
 
 use anyhow::{Context, Result, bail, ensure};
 use gpu_startup_setup::config::spec_path;
-use gpu_startup_setup::target::GpuTarget;
+use gpu_startup_targets::{AMDGPU, ImageKind, NVPTX, Target};
 use xshell::{Shell, cmd};
 
 use crate::gpu_cargo::{Images, gpu_artifacts};
@@ -106,15 +106,16 @@ fn check_in(sh: &Shell, dir: &Path, tools: &Path, pages: &Pages, gpus: crate::gp
 
     let cargo = |args: &[&str]| plain_cargo(dir, &path_with_tools, args);
     let mut images = Vec::new();
-    for target in GpuTarget::ALL {
+    for target in Target::ALL {
         let spec = spec_path(target);
         let output = cargo(&["build", "--target", &spec])?;
         ensure!(output.status.success(), "`cargo build --target {spec}` failed:\n{}", stderr_of(&output));
         let built =
-            cargo_target.join(target.spec_name()).join("debug").join(format!("{NAME}.{}", target.image_extension()));
+            cargo_target.join(target.spec_name).join("debug").join(format!("{NAME}.{}", target.image_extension));
         crate::image::check_images(&[image(target, &built)?])?;
         let table = gpu_loader::ctors::ConstructorTable::of(&gpu_loader::image::Image::read(&built)?)?;
-        if target == GpuTarget::Nvptx {
+        // PTX has no sections: only its constructor table is the loader's to gather.
+        if target.produces(ImageKind::Ptx) {
             ensure!(
                 table.init.len() == 1 && table.fini.len() == 1,
                 "the constructor table of {}: {table:?}",
@@ -133,7 +134,7 @@ fn check_in(sh: &Shell, dir: &Path, tools: &Path, pages: &Pages, gpus: crate::gp
 
     // `cargo run` and `cargo test` run the images through the runner, `gpu-loader`: on this machine's GPU if it has
     // one.
-    let run_target = if gpus.amd && !gpus.nvidia { GpuTarget::Amdgpu } else { GpuTarget::Nvptx };
+    let run_target = if gpus.amd && !gpus.nvidia { &AMDGPU } else { &NVPTX };
     let spec = spec_path(run_target);
     let run = cargo(&["run", "--quiet", "--target", &spec, "--", "a", "b"])?;
     let test = cargo(&["test", "--quiet", "--target", &spec, "--test", INTEGRATION_TEST])?;
@@ -177,7 +178,11 @@ fn check_in(sh: &Shell, dir: &Path, tools: &Path, pages: &Pages, gpus: crate::gp
 
 /// Builds the crate's test binaries for `target` (`cargo test --no-run`), checks them statically and copies them out
 /// with their expectations, and checks that `cargo test -- --list` lists what the testing page shows.
-fn check_tests(cargo: &dyn Fn(&[&str]) -> Result<Output>, target: GpuTarget, pages: &Pages) -> Result<Vec<BuiltImage>> {
+fn check_tests(
+    cargo: &dyn Fn(&[&str]) -> Result<Output>,
+    target: &'static Target,
+    pages: &Pages,
+) -> Result<Vec<BuiltImage>> {
     let spec = spec_path(target);
     let output = cargo(&["test", "--no-run", "--target", &spec, "--message-format=json-render-diagnostics"])?;
     ensure!(output.status.success(), "`cargo test --no-run --target {spec}` failed:\n{}", stderr_of(&output));
@@ -267,7 +272,7 @@ fn path_without(program: &str) -> Result<OsString> {
     Ok(std::env::join_paths(std::env::split_paths(&path).filter(|dir| !dir.join(program).is_file()))?)
 }
 
-fn image(target: GpuTarget, path: &Path) -> Result<BuiltImage> {
+fn image(target: &'static Target, path: &Path) -> Result<BuiltImage> {
     ensure!(path.is_file(), "cargo built no {}", path.display());
     Ok(BuiltImage { program: NAME.to_owned(), target, arch: String::new(), path: path.to_owned() })
 }
@@ -374,10 +379,10 @@ fn report_differences(report: &str, actual: &str) -> Result<Vec<String>> {
 }
 
 /// Copies an image to `target/gpu/out-of-tree/<target>/` as `name`, with its expectations for the suite.
-fn copy_out(target: GpuTarget, built: &Path, name: &str, expectations: &Expectations) -> Result<BuiltImage> {
+fn copy_out(target: &'static Target, built: &Path, name: &str, expectations: &Expectations) -> Result<BuiltImage> {
     let dir = out_dir(target);
     std::fs::create_dir_all(&dir)?;
-    let image = dir.join(format!("{name}.{}", target.image_extension()));
+    let image = dir.join(format!("{name}.{}", target.image_extension));
     std::fs::copy(built, &image)?;
     for (variant, text) in expectations {
         let file = match variant {
@@ -390,8 +395,8 @@ fn copy_out(target: GpuTarget, built: &Path, name: &str, expectations: &Expectat
 }
 
 /// Where the crate's images and their expectations go.
-pub fn out_dir(target: GpuTarget) -> PathBuf {
-    crate::project_root().join("target/gpu/out-of-tree").join(target.name())
+pub fn out_dir(target: &'static Target) -> PathBuf {
+    crate::project_root().join("target/gpu/out-of-tree").join(target.name)
 }
 
 /// The fenced block that follows `<!-- checked: NAME -->` in `text`, the text of `page`, without its fences.

@@ -118,6 +118,7 @@ fn published_crates_package_on_their_own() {
         "loader",
         "loader/linker",
         "loader/setup",
+        "loader/targets",
     ] {
         assert!(crates.iter().any(|c| c == expected), "{expected} is not among the published crates: {crates:?}");
     }

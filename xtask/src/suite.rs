@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use gpu_startup_setup::target::GpuTarget;
+use gpu_startup_targets::{AMDGPU, NVPTX, Target};
 use xshell::{Shell, cmd};
 
 use crate::build::{self, BuildOptions};
@@ -28,10 +28,8 @@ pub fn bench(sh: &Shell, gpu_arch: Option<String>, write_docs: bool, bench_args:
     if !Gpus::detect().nvidia {
         bail!("the benchmarks need an NVIDIA GPU, and none was found on this machine");
     }
-    let images = build::build(
-        sh,
-        &BuildOptions { targets: vec![GpuTarget::Nvptx], gpu_arch, release: true, programs: Vec::new() },
-    )?;
+    let images =
+        build::build(sh, &BuildOptions { targets: vec![&NVPTX], gpu_arch, release: true, programs: Vec::new() })?;
     let dir = images.first().and_then(|i| i.path.parent()).context("no images were built")?.to_owned();
     let (loader, _) = build_host_binaries(sh)?;
     let root = crate::project_root();
@@ -70,7 +68,7 @@ fn with_latest_results(page: &str, results: &str) -> Result<String> {
 #[derive(Clone, Debug)]
 pub struct TestOptions {
     pub require_gpu: bool,
-    pub targets: Vec<GpuTarget>,
+    pub targets: Vec<&'static Target>,
     pub gpu_arch: Option<String>,
     /// Passed to the GPU suite (libtest arguments: a name filter, `--exact`, ...).
     pub suite_args: Vec<String>,
@@ -126,7 +124,7 @@ pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
     let mut failed = Vec::new();
     for &target in &options.targets {
         let Some(dir) = images.iter().find(|i| i.target == target).and_then(|i| i.path.parent()) else { continue };
-        let target_name = target.name();
+        let target_name = target.name;
         let args = &options.suite_args;
         // Without a GPU of its kind, a target's images still get the cases that need none (a test binary's list).
         let without_gpu = (!gpus.has(target)).then_some("--without-gpu");
@@ -158,7 +156,7 @@ fn sanitize(sh: &Shell, options: &TestOptions, tools: &str) -> Result<()> {
     let images = build::build(
         sh,
         &BuildOptions {
-            targets: vec![GpuTarget::Nvptx],
+            targets: vec![&NVPTX],
             gpu_arch: options.gpu_arch.clone(),
             release: true,
             programs: Vec::new(),
@@ -228,8 +226,8 @@ fn host_tests(sh: &Shell) -> Result<()> {
     Ok(())
 }
 
-fn target_names(targets: &[GpuTarget]) -> String {
-    targets.iter().map(|t| t.name()).collect::<Vec<_>>().join(" or ")
+fn target_names(targets: &[&'static Target]) -> String {
+    targets.iter().map(|t| t.name).collect::<Vec<_>>().join(" or ")
 }
 
 /// `cargo xtask run PROGRAM [LOADER OPTIONS] [-- ARGS]`: builds one program (a folder of tests/programs, or the
@@ -245,7 +243,7 @@ pub fn run(sh: &Shell, program: &str, gpu_arch: Option<String>, loader_args: &[S
         );
     }
     let gpus = Gpus::detect();
-    let target = if gpus.amd && !gpus.nvidia { GpuTarget::Amdgpu } else { GpuTarget::Nvptx };
+    let target = if gpus.amd && !gpus.nvidia { &AMDGPU } else { &NVPTX };
     let image = if known.iter().any(|p| p == program) {
         let images = build::build(
             sh,
@@ -301,7 +299,7 @@ fn uses_test_operations(program: &str) -> Result<bool> {
 pub fn bundle(
     sh: &Shell,
     out: &Path,
-    targets: &[GpuTarget],
+    targets: &[&'static Target],
     gpu_arch: Option<String>,
     max_size: Option<u64>,
 ) -> Result<()> {
@@ -322,7 +320,7 @@ pub fn bundle(
     }
     for &target in targets {
         let Some(dir) = images.iter().find(|i| i.target == target).and_then(|i| i.path.parent()) else { continue };
-        let dest = out.join("images").join(target.name());
+        let dest = out.join("images").join(target.name);
         std::fs::create_dir_all(&dest)?;
         // The suite's programs, and the crate built from outside the repository (`out_of_tree`).
         for dir in [dir, &crate::out_of_tree::out_dir(target)] {

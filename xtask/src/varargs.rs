@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail, ensure};
-use gpu_startup_setup::target::GpuTarget;
+use gpu_startup_targets::Target;
 use xshell::{Shell, cmd};
 
 use crate::toolchain;
@@ -58,7 +58,7 @@ const EXPECTED_STORES: [&str; 5] = [
 pub fn check(
     sh: &Shell,
     clang: &Path,
-    target: GpuTarget,
+    target: &'static Target,
     arch: &str,
     sysroot: &Path,
     startup: &Path,
@@ -67,7 +67,7 @@ pub fn check(
     std::fs::create_dir_all(work_dir)?;
     let deps = startup.parent().context("the startup archive has no folder")?.join("deps");
     let startup_common = newest(&deps, "libstartup_common-")?;
-    let triple = target.triple();
+    let triple = target.triple;
     let (caller_c, callee_rs) = (work_dir.join("caller.c"), work_dir.join("callee.rs"));
     std::fs::write(&caller_c, CALLER)?;
     std::fs::write(&callee_rs, CALLEE)?;

@@ -11,6 +11,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 
+use gpu_startup_targets::PtxArchError;
+
 mod constructors;
 
 /// Globals that must survive internalization even when rustc does not export them: the loader reads or writes
@@ -332,24 +334,12 @@ fn wrap_constructors(tools: &LlvmTools, linked: PathBuf, work: &Path) -> Result<
     Ok(assembled)
 }
 
-fn sm_number(digits: &str) -> Option<u32> {
-    digits.trim_end_matches(['a', 'f']).parse().ok()
-}
-
-/// The lowest PTX ISA version (times ten) that supports `arch`, from the PTX ISA manual's target table.
+/// The lowest PTX ISA version (times ten) that supports `arch` (the table is the nvptx target's,
+/// `gpu_startup_targets::min_ptx_version`).
 pub fn min_ptx_version(arch: &str) -> Result<u32> {
-    let sm = arch.strip_prefix("sm_").and_then(sm_number).ok_or_else(|| LinkError::NotNvidiaArch(arch.to_owned()))?;
-    Ok(match sm {
-        0..=69 => return Err(LinkError::ArchTooOld(arch.to_owned())),
-        70..=72 => 60,
-        73..=75 => 63,
-        76..=80 => 70,
-        81..=86 => 71,
-        87 => 74,
-        88..=89 => 78,
-        90..=99 => 78,
-        100..=101 => 86,
-        _ => 87,
+    gpu_startup_targets::min_ptx_version(arch).map_err(|error| match error {
+        PtxArchError::NotNvidia => LinkError::NotNvidiaArch(arch.to_owned()),
+        PtxArchError::TooOld => LinkError::ArchTooOld(arch.to_owned()),
     })
 }
 

@@ -6,7 +6,7 @@
 use anyhow::{Result, anyhow};
 use toml_edit::{Array, DocumentMut, Item, Table, Value};
 
-use crate::target::GpuTarget;
+use gpu_startup_targets::{Linker, Target};
 
 /// The folder, next to `config.toml`, that holds the target specs.
 pub const SPEC_DIR: &str = ".cargo";
@@ -17,7 +17,7 @@ pub const RUNNER: &str = "gpu-loader";
 
 /// The value `build.target` has for `target`: the spec's path relative to the crate, which is how cargo reads a
 /// relative path in `.cargo/config.toml`.
-pub fn spec_path(target: GpuTarget) -> String {
+pub fn spec_path(target: &'static Target) -> String {
     format!("{SPEC_DIR}/{}", target.spec_file_name())
 }
 
@@ -25,8 +25,8 @@ pub fn spec_path(target: GpuTarget) -> String {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
     /// What `cargo build` builds for.
-    pub default_target: GpuTarget,
-    /// The architecture of each target, in [`GpuTarget::ALL`]'s order.
+    pub default_target: &'static Target,
+    /// The architecture of each target, in [`Target::ALL`]'s order.
     pub archs: [String; 2],
     /// Replace an architecture the config already names with `archs`' (it was given on the command line).
     pub replace_arch: [bool; 2],
@@ -49,14 +49,14 @@ impl Config {
     }
 
     /// The GPU target `build.target` names, when it names one of the specs.
-    pub fn default_target(&self) -> Option<GpuTarget> {
+    pub fn default_target(&self) -> Option<&'static Target> {
         let target = self.document.get("build")?.get("target")?.as_str()?;
-        GpuTarget::ALL.into_iter().find(|&gpu| target == spec_path(gpu))
+        Target::ALL.into_iter().find(|&gpu| target == spec_path(gpu))
     }
 
     /// The architecture the config builds `target` for (its `-Ctarget-cpu=`).
-    pub fn arch(&self, target: GpuTarget) -> Option<String> {
-        let flags = self.document.get("target")?.get(target.spec_name())?.get("rustflags")?.as_array()?;
+    pub fn arch(&self, target: &'static Target) -> Option<String> {
+        let flags = self.document.get("target")?.get(target.spec_name)?.get("rustflags")?.as_array()?;
         flags.iter().filter_map(Value::as_str).find_map(|flag| flag.strip_prefix("-Ctarget-cpu=")).map(str::to_owned)
     }
 
@@ -79,7 +79,7 @@ impl Config {
         let wanted = spec_path(plan.default_target);
         match build.get("target") {
             None => {}
-            Some(item) if item.as_str().is_some_and(|t| GpuTarget::ALL.iter().any(|&gpu| t == spec_path(gpu))) => {}
+            Some(item) if item.as_str().is_some_and(|t| Target::ALL.iter().any(|&gpu| t == spec_path(gpu))) => {}
             Some(item) => return Err(conflict("build.target", item_text(item), &format!("\"{wanted}\""))),
         }
         build.insert("target", Item::Value(wanted.into()));
@@ -112,14 +112,11 @@ impl Config {
 
         let targets = table(document.as_table_mut(), "target", &name, "")?;
         targets.set_implicit(true);
-        for (index, target) in GpuTarget::ALL.into_iter().enumerate() {
-            let key = target.spec_name();
-            let what = match target {
-                GpuTarget::Nvptx => "NVIDIA: PTX through gpu-bitcode-linker; `cargo run` runs it with gpu-loader",
-                GpuTarget::Amdgpu => "AMD: code objects through rust-lld (`--target .cargo/amdgcn-gpu-startup.json`)",
-            };
-            let section = table(targets, key, &format!("{name} (target.{key})"), what)?;
-            if target == GpuTarget::Nvptx && !section.contains_key("linker") {
+        for (index, target) in Target::ALL.into_iter().enumerate() {
+            let key = target.spec_name;
+            let section = table(targets, key, &format!("{name} (target.{key})"), target.summary)?;
+            // rustc's own linker serves every target but the one whose linker is ours.
+            if target.linker == Linker::BitcodeLinker && !section.contains_key("linker") {
                 section.insert("linker", Item::Value(LINKER.into()));
             }
             if !section.contains_key("runner") {
@@ -223,13 +220,10 @@ fn item_text(item: &Item) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpu_startup_targets::{AMDGPU, NVPTX};
 
     fn plan() -> Plan {
-        Plan {
-            default_target: GpuTarget::Nvptx,
-            archs: ["sm_90".into(), "gfx90a".into()],
-            replace_arch: [false, false],
-        }
+        Plan { default_target: &NVPTX, archs: ["sm_90".into(), "gfx90a".into()], replace_arch: [false, false] }
     }
 
     fn merged(text: &str, plan: &Plan) -> Result<String> {
@@ -277,8 +271,8 @@ panic = "abort"
         assert_eq!(text, FRESH);
         assert_eq!(merged(&text, &plan()).unwrap(), text);
         let config = Config::parse(&text, "x").unwrap();
-        assert_eq!(config.default_target(), Some(GpuTarget::Nvptx));
-        assert_eq!(config.arch(GpuTarget::Amdgpu).as_deref(), Some("gfx90a"));
+        assert_eq!(config.default_target(), Some(&NVPTX));
+        assert_eq!(config.arch(&AMDGPU).as_deref(), Some("gfx90a"));
     }
 
     #[test]
@@ -301,16 +295,16 @@ panic = "abort"
         let replace = Plan { archs: ["sm_80".into(), "gfx942".into()], replace_arch: [true, false], ..plan() };
         let text = merged(&text, &replace).unwrap();
         let config = Config::parse(&text, "x").unwrap();
-        assert_eq!(config.arch(GpuTarget::Nvptx).as_deref(), Some("sm_80"));
-        assert_eq!(config.arch(GpuTarget::Amdgpu).as_deref(), Some("gfx90a"));
+        assert_eq!(config.arch(&NVPTX).as_deref(), Some("sm_80"));
+        assert_eq!(config.arch(&AMDGPU).as_deref(), Some("gfx90a"));
     }
 
     #[test]
     fn switching_the_default_target_is_allowed() {
         let text = merged("", &plan()).unwrap();
-        let text = merged(&text, &Plan { default_target: GpuTarget::Amdgpu, ..plan() }).unwrap();
+        let text = merged(&text, &Plan { default_target: &AMDGPU, ..plan() }).unwrap();
         assert!(text.contains("target = \".cargo/amdgcn-gpu-startup.json\""), "{text}");
-        assert_eq!(Config::parse(&text, "x").unwrap().default_target(), Some(GpuTarget::Amdgpu));
+        assert_eq!(Config::parse(&text, "x").unwrap().default_target(), Some(&AMDGPU));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! - `rust-toolchain.toml`: the project's nightly and components ([`toolchain`]);
 //! - in `.cargo`, `nvptx64-gpu-startup.json` and `amdgcn-gpu-startup.json`: target specs that allow executables,
-//!   derived from that toolchain's own ([`target::spec`]);
+//!   derived from that toolchain's own ([`spec`]);
 //! - `.cargo/config.toml`: the default target, `build-std`, the linker, the runner, the architectures and the
 //!   profiles GPU builds need ([`config`]).
 //!
@@ -11,7 +11,7 @@
 //! leaves a file that already says what it should untouched: running it again changes nothing.
 
 pub mod config;
-pub mod target;
+pub mod spec;
 pub mod toolchain;
 
 use std::path::{Path, PathBuf};
@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, anyhow, bail};
 
 use config::{Config, Plan};
-use target::{GpuTarget, spec};
+use gpu_startup_targets::{AMDGPU, NVPTX, Target};
 use toolchain::Pin;
 
 /// What to set up.
@@ -28,7 +28,7 @@ pub struct InitOptions {
     /// The crate's folder (the one with `Cargo.toml`).
     pub dir: PathBuf,
     /// What `cargo build` builds for; by default what the config already says, else this machine's GPU's vendor.
-    pub target: Option<GpuTarget>,
+    pub target: Option<&'static Target>,
     /// The architecture of that target (or of the target it belongs to, when no target is given); by default what
     /// the config already says, else this machine's GPU's, else sm_90 / gfx90a.
     pub gpu_arch: Option<String>,
@@ -83,7 +83,7 @@ pub fn init(options: &InitOptions) -> Result<Setup> {
     // Everything is checked: now the toolchain, and the specs it prints.
     let rustc = pin.install()?;
     let mut files = Vec::new();
-    for target in GpuTarget::ALL {
+    for target in Target::ALL {
         let spec = spec::executable_spec(target, &spec::rustc_spec(rustc.command(), target)?)?;
         files.push((PathBuf::from(config::spec_path(target)), spec));
     }
@@ -108,7 +108,7 @@ pub fn init(options: &InitOptions) -> Result<Setup> {
 /// The target and architectures: what was asked for, else what the config says, else what this machine has.
 fn plan(options: &InitOptions, config: &Config) -> Result<Plan> {
     let arch_target = match &options.gpu_arch {
-        Some(arch) => Some(GpuTarget::ALL.into_iter().find(|target| target.accepts_arch(arch)).ok_or_else(|| {
+        Some(arch) => Some(Target::ALL.into_iter().find(|target| target.accepts_arch(arch)).ok_or_else(|| {
             anyhow!("`{arch}` is not a GPU architecture the startup supports (NVIDIA sm_70 or later, AMD gfxNNN)")
         })?),
         None => None,
@@ -122,7 +122,7 @@ fn plan(options: &InitOptions, config: &Config) -> Result<Plan> {
     };
     let mut archs = [String::new(), String::new()];
     let mut replace_arch = [false, false];
-    for (index, target) in GpuTarget::ALL.into_iter().enumerate() {
+    for (index, target) in Target::ALL.into_iter().enumerate() {
         archs[index] = match (&options.gpu_arch, arch_target == Some(target), config.arch(target)) {
             (Some(arch), true, _) => {
                 replace_arch[index] = true;
@@ -136,12 +136,8 @@ fn plan(options: &InitOptions, config: &Config) -> Result<Plan> {
 }
 
 /// AMD when this machine has an AMD GPU and no NVIDIA one, else NVIDIA.
-fn machine_target() -> GpuTarget {
-    if GpuTarget::Amdgpu.detect_arch().is_some() && GpuTarget::Nvptx.detect_arch().is_none() {
-        GpuTarget::Amdgpu
-    } else {
-        GpuTarget::Nvptx
-    }
+fn machine_target() -> &'static Target {
+    if AMDGPU.detect_arch().is_some() && NVPTX.detect_arch().is_none() { &AMDGPU } else { &NVPTX }
 }
 
 fn read_optional(path: &Path) -> Result<Option<String>> {
@@ -211,7 +207,7 @@ pub fn find_on_path(name: &str) -> Option<PathBuf> {
 mod tests {
     use super::*;
 
-    fn options(target: Option<GpuTarget>, gpu_arch: Option<&str>) -> InitOptions {
+    fn options(target: Option<&'static Target>, gpu_arch: Option<&str>) -> InitOptions {
         InitOptions { dir: PathBuf::from("."), target, gpu_arch: gpu_arch.map(str::to_owned) }
     }
 
@@ -220,7 +216,7 @@ mod tests {
         let config =
             Config::parse("[target.amdgcn-gpu-startup]\nrustflags = [\"-Ctarget-cpu=gfx90a\"]\n", "x").unwrap();
         let plan = plan(&options(None, Some("gfx942")), &config).unwrap();
-        assert_eq!(plan.default_target, GpuTarget::Amdgpu);
+        assert_eq!(plan.default_target, &AMDGPU);
         assert_eq!(plan.archs[1], "gfx942");
         assert_eq!(plan.replace_arch, [false, true]);
     }
@@ -234,7 +230,7 @@ mod tests {
         )
         .unwrap();
         let plan = plan(&options(None, None), &config).unwrap();
-        assert_eq!(plan.default_target, GpuTarget::Amdgpu);
+        assert_eq!(plan.default_target, &AMDGPU);
         assert_eq!(plan.archs, ["sm_80".to_owned(), "gfx942".to_owned()]);
         assert_eq!(plan.replace_arch, [false, false]);
     }
@@ -242,7 +238,7 @@ mod tests {
     #[test]
     fn a_target_and_an_architecture_must_agree() {
         let config = Config::parse("", "x").unwrap();
-        let error = plan(&options(Some(GpuTarget::Nvptx), Some("gfx90a")), &config).unwrap_err().to_string();
+        let error = plan(&options(Some(&NVPTX), Some("gfx90a")), &config).unwrap_err().to_string();
         assert_eq!(error, "`gfx90a` is not an nvptx architecture");
         let error = plan(&options(None, Some("sm_35")), &config).unwrap_err().to_string();
         assert!(error.starts_with("`sm_35` is not a GPU architecture the startup supports"), "{error}");

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use gpu_startup_setup::target::GpuTarget;
 use gpu_startup_setup::{self as setup, FileChange, InitOptions};
+use gpu_startup_targets::Target;
 
 #[derive(Parser)]
 #[command(name = "cargo gpu-startup", bin_name = "cargo gpu-startup", version)]
@@ -23,7 +23,7 @@ enum Command {
     Init {
         /// What `cargo build` builds for: nvptx or amdgpu (default: what the config says, else this machine's GPU).
         #[arg(long, value_parser = parse_target)]
-        target: Option<GpuTarget>,
+        target: Option<&'static Target>,
         /// GPU architecture: sm_90, gfx90a, ... (default: what the config says, else this machine's GPU's, else
         /// sm_90 / gfx90a).
         #[arg(long, value_name = "ARCH")]
@@ -34,8 +34,8 @@ enum Command {
     },
 }
 
-fn parse_target(text: &str) -> Result<GpuTarget, String> {
-    text.parse()
+fn parse_target(text: &str) -> Result<&'static Target, String> {
+    Target::parse(text)
 }
 
 fn main() -> ExitCode {
@@ -58,8 +58,8 @@ fn main() -> ExitCode {
 
 fn report(dir: &Path, done: &setup::Setup) {
     let plan = &done.plan;
-    let arch = |target: GpuTarget| &plan.archs[GpuTarget::ALL.iter().position(|&t| t == target).expect("a target")];
-    let other = GpuTarget::ALL.into_iter().find(|&t| t != plan.default_target).expect("two targets");
+    let arch = |target: &'static Target| &plan.archs[Target::ALL.iter().position(|&t| t == target).expect("a target")];
+    let other = Target::ALL.into_iter().find(|&t| t != plan.default_target).expect("two targets");
     println!(
         "cargo-gpu-startup: {} builds for {} ({}); for {} ({}) add `--target {}`",
         dir.canonicalize().unwrap_or_else(|_| dir.to_owned()).display(),

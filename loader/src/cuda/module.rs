@@ -1,6 +1,7 @@
 //! Loading an image into a module: through the driver's JIT linker, with the loader's cache of what it linked, or a
 //! linked cubin as it is.
 
+use std::borrow::Cow;
 use std::ffi::{CString, c_void};
 
 use cudarc::driver::result::{self, DriverError};
@@ -23,7 +24,7 @@ pub(super) fn load_module(image: &Image, cache: &JitCache) -> Result<sys::CUmodu
     if image.kind == ImageKind::Cubin && !image.is_relocatable()? {
         return load_linked_cubin(image);
     }
-    let cached = cache.path(&image.bytes);
+    let cached = cache.path(image.bytes());
     if let Some(cubin) = cached.as_ref().and_then(|path| std::fs::read(path).ok()) {
         let mut module = std::ptr::null_mut();
         // SAFETY: a cubin this loader linked earlier for this device and driver; if it was damaged, loading fails
@@ -32,13 +33,14 @@ pub(super) fn load_module(image: &Image, cache: &JitCache) -> Result<sys::CUmodu
             return Ok(module);
         }
     }
-    let (input_type, data) = match image.kind {
+    // The driver reads PTX as a C string; a cubin is passed as the image holds it.
+    let (input_type, data): (_, Cow<'_, [u8]>) = match image.kind {
         ImageKind::Ptx => {
             let text = image.ptx_text()?;
             let text = CString::new(text).map_err(|_| bad_image("PTX contains a NUL byte".into()))?;
-            (sys::CUjitInputType::CU_JIT_INPUT_PTX, text.into_bytes_with_nul())
+            (sys::CUjitInputType::CU_JIT_INPUT_PTX, Cow::Owned(text.into_bytes_with_nul()))
         }
-        ImageKind::Cubin => (sys::CUjitInputType::CU_JIT_INPUT_CUBIN, image.bytes.clone()),
+        ImageKind::Cubin => (sys::CUjitInputType::CU_JIT_INPUT_CUBIN, Cow::Borrowed(image.bytes())),
         ImageKind::AmdCodeObject => unreachable!("the run dispatches AMD code objects to the HSA backend"),
     };
     let log = JitLog::new();
@@ -91,7 +93,7 @@ fn load_linked_cubin(image: &Image) -> Result<sys::CUmodule> {
     unsafe {
         sys::cuModuleLoadDataEx(
             &mut module,
-            image.bytes.as_ptr().cast(),
+            image.bytes().as_ptr().cast(),
             2,
             log.options.as_mut_ptr(),
             log.values.as_mut_ptr(),

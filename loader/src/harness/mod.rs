@@ -20,12 +20,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use clap::Parser;
+use gpu_startup_targets::Target;
 use libtest_mimic::{Arguments, Failed, Trial};
 
 use self::child::{ProcessWorker, WorkerCommand};
 use self::pool::{Pool, Spawn};
 use self::protocol::RunRequest;
-use crate::image::Platform;
 use crate::run::RunOptions;
 use crate::status::{LOADER_ERROR_EXIT_CODE, USAGE_EXIT_CODE};
 use crate::test_list::TestCase;
@@ -49,12 +49,12 @@ pub fn parse_arguments(image: &std::path::Path, args: &[OsString]) -> Result<Arg
     Arguments::try_parse_from(std::iter::once(image.as_os_str().to_owned()).chain(args))
 }
 
-/// Runs (or lists) the tests of the test binary `options.image` for `platform`; returns the exit code. `device`
+/// Runs (or lists) the tests of the test binary `options.image` for `target`; returns the exit code. `device`
 /// pins one GPU; otherwise the tests spread over all of them (under nextest, see [`nextest_device`]).
 pub fn run(
     options: &RunOptions,
     device: Option<usize>,
-    platform: Platform,
+    target: &'static Target,
     tests: Vec<TestCase>,
     args: &[OsString],
 ) -> i32 {
@@ -82,7 +82,7 @@ pub fn run(
             );
         }
         if selected > 0 {
-            let device = device.or_else(|| nextest_device(platform));
+            let device = device.or_else(|| nextest_device(target));
             let first = device.unwrap_or(0);
             let command = worker_command(options);
             let (worker, gpus) = match ProcessWorker::start(&command, first) {
@@ -115,12 +115,9 @@ pub fn run(
 /// the tests of a group that run at once from 0 (`NEXTEST_TEST_GROUP_SLOT`); slot `n` takes GPU `n` modulo the
 /// GPUs found, so a group with as many threads as GPUs keeps one test on each. NVIDIA only: for AMD (and outside a
 /// group) the tests take GPU 0 unless `--device` says otherwise.
-pub fn nextest_device(platform: Platform) -> Option<usize> {
+pub fn nextest_device(target: &Target) -> Option<usize> {
     let slot: usize = std::env::var("NEXTEST_TEST_GROUP_SLOT").ok()?.parse().ok()?;
-    match platform {
-        Platform::Cuda => crate::cuda::init_driver().ok().map(|gpus| slot % gpus.max(1) as usize),
-        Platform::Hsa => None,
-    }
+    crate::platform::gpus_before_loading(target).map(|gpus| slot % gpus.max(1) as usize)
 }
 
 /// What the trials share once the tests run.

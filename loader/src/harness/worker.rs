@@ -15,7 +15,7 @@ use super::protocol::{Ending, OutputFrames, Report, RunRequest, RunResult};
 use crate::args::ArgBlock;
 use crate::backend::Backend;
 use crate::error::{LoaderError, Result};
-use crate::image::{Image, Platform};
+use crate::image::Image;
 use crate::run::{RunOptions, Session};
 use crate::status::RunStatus;
 
@@ -35,22 +35,9 @@ fn start(options: &RunOptions) -> Result<()> {
     image.check_startup_abi()?;
     let constructors = crate::ctors::ConstructorTable::of(&image)?;
     let arguments = ArgBlock::new(&[options.image.clone().into_os_string()], &options.env)?;
-    match image.kind.platform() {
-        Platform::Cuda => {
-            let gpus = crate::cuda::init_driver()?;
-            run_tests(
-                crate::cuda::CudaBackend::load(&options.device_options(), &image, &constructors)?,
-                gpus,
-                options,
-                &arguments,
-            )
-        }
-        Platform::Hsa => {
-            let backend = crate::hsa::HsaBackend::load(&options.device_options(), &image)?;
-            let gpus = backend.gpu_count()?;
-            run_tests(backend, gpus, options, &arguments)
-        }
-    }
+    let backend = crate::platform::open_backend(&image, &constructors, &options.device_options())?;
+    let gpus = backend.gpu_count()?;
+    run_tests(backend, gpus, options, &arguments)
 }
 
 fn run_tests<B: Backend>(backend: B, gpus: u32, options: &RunOptions, arguments: &ArgBlock) -> Result<()> {

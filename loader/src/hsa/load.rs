@@ -73,13 +73,8 @@ impl HsaBackend {
         Ok(backend)
     }
 
-    /// How many GPU agents the runtime offers (the ordinals `--device` takes).
-    pub fn gpu_count(&self) -> Result<u32> {
-        Ok(self.agents()?.0.len() as u32)
-    }
-
     /// The GPU agents that take kernel dispatches, in the runtime's order, and the first CPU agent.
-    fn agents(&self) -> Result<(Vec<sys::hsa_agent_t>, Option<sys::hsa_agent_t>), HsaError> {
+    pub(super) fn agents(&self) -> Result<(Vec<sys::hsa_agent_t>, Option<sys::hsa_agent_t>), HsaError> {
         let (mut gpus, mut cpu) = (Vec::new(), None);
         for agent in self.runtime.agents()? {
             // SAFETY: DEVICE is an `hsa_device_type_t` (u32).
@@ -149,8 +144,8 @@ impl HsaBackend {
     /// Loads the code object into a frozen executable for the GPU and looks up the three kernels.
     fn load_code_object(&mut self, image: &Image, target: Option<&str>, device: usize) -> Result<()> {
         let runtime = self.runtime;
-        // SAFETY: `image.bytes` outlives the reader, destroyed below before returning.
-        let reader = unsafe { runtime.code_object_reader(&image.bytes) }?;
+        // SAFETY: `image.bytes()` outlives the reader, destroyed below before returning.
+        let reader = unsafe { runtime.code_object_reader(image.bytes()) }?;
         let loaded = self.load_executable(reader);
         // SAFETY: the reader is ours and no longer needed once the executable is frozen (or failed).
         let _ = unsafe { runtime.code_object_reader_destroy(reader) };

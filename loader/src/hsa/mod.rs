@@ -99,6 +99,11 @@ impl HsaBackend {
 }
 
 impl Backend for HsaBackend {
+    /// The GPU agents that take kernel dispatches.
+    fn gpu_count(&self) -> Result<u32> {
+        Ok(self.agents()?.0.len() as u32)
+    }
+
     fn lane_size(&self) -> u32 {
         self.lane_size
     }

@@ -1,26 +1,27 @@
 //! What the loader reads from PTX text without compiling it: whether bytes are PTX, the visible globals and entries,
 //! whether a function is defined strongly, the bytes of byte arrays' initializers, and each entry's parameter sizes.
-//! Everything is one pass over [`Tokens`], which borrows from the text: nothing is copied, whatever the size of the
-//! file.
+//! The text is tokenized once, when the image is read ([`Parsed`]: each token's place in the text, and the visible
+//! globals); everything else is a pass over those [`Tokens`], which borrow from the text: no token is copied,
+//! whatever the size of the file.
 
 use super::{GlobalBytes, KernelSignature};
 
 /// PTX's tokens, with whitespace and `//` and `/* */` comments skipped: a quoted string (as in `.file`), one
 /// punctuation character, or a word (a run of anything else: directives, names, numbers, instructions).
-pub(super) struct Tokens<'a> {
+pub(super) struct Lexer<'a> {
     rest: &'a str,
 }
 
 /// The characters that are tokens of their own.
 const PUNCTUATION: &[u8] = b"(),;[]{}=";
 
-impl<'a> Tokens<'a> {
+impl<'a> Lexer<'a> {
     pub(super) fn new(text: &'a str) -> Self {
         Self { rest: text }
     }
 }
 
-impl<'a> Iterator for Tokens<'a> {
+impl<'a> Iterator for Lexer<'a> {
     type Item = &'a str;
 
     fn next(&mut self) -> Option<&'a str> {
@@ -63,9 +64,66 @@ impl<'a> Iterator for Tokens<'a> {
     }
 }
 
+/// A token's place in the text: its first byte and the byte after it.
+type Span = (usize, usize);
+
+/// PTX text, tokenized once: every token's place, and the names of the visible globals and entries.
+#[derive(Debug)]
+pub(super) struct Parsed {
+    spans: Vec<Span>,
+    pub globals: Vec<String>,
+}
+
+impl Parsed {
+    pub(super) fn new(text: &str) -> Self {
+        let base = text.as_ptr() as usize;
+        let spans = Lexer::new(text)
+            .map(|token| {
+                let start = token.as_ptr() as usize - base;
+                (start, start + token.len())
+            })
+            .collect();
+        let mut parsed = Self { spans, globals: Vec::new() };
+        parsed.globals = globals(parsed.of(text));
+        parsed
+    }
+
+    /// The tokenized text: `text` must be the text this was made of.
+    pub(super) fn of<'a>(&'a self, text: &'a str) -> Ptx<'a> {
+        Ptx { text, spans: &self.spans }
+    }
+}
+
+/// PTX text with its tokens.
+#[derive(Clone, Copy)]
+pub(super) struct Ptx<'a> {
+    pub text: &'a str,
+    spans: &'a [Span],
+}
+
+impl<'a> Ptx<'a> {
+    pub(super) fn tokens(self) -> Tokens<'a> {
+        Tokens { text: self.text, spans: self.spans.iter() }
+    }
+}
+
+/// The tokens of [`Ptx`], in order.
+pub(super) struct Tokens<'a> {
+    text: &'a str,
+    spans: std::slice::Iter<'a, Span>,
+}
+
+impl<'a> Iterator for Tokens<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        self.spans.next().map(|&(start, end)| &self.text[start..end])
+    }
+}
+
 /// PTX starts, after comments, with `.version`, and `.target` follows. `head` may be cut anywhere.
 pub(super) fn looks_like_ptx(head: &str) -> bool {
-    let mut tokens = Tokens::new(head);
+    let mut tokens = Lexer::new(head);
     tokens.next() == Some(".version") && tokens.any(|token| token == ".target")
 }
 
@@ -74,9 +132,9 @@ fn is_punctuation(token: &str) -> bool {
 }
 
 /// The names of the `.visible` (exported) globals and entries in PTX.
-pub(super) fn globals(text: &str) -> Vec<String> {
+fn globals(ptx: Ptx<'_>) -> Vec<String> {
     let mut names = Vec::new();
-    let mut tokens = Tokens::new(text);
+    let mut tokens = ptx.tokens();
     while let Some(token) = tokens.next() {
         if token != ".visible" {
             continue;
@@ -103,10 +161,10 @@ pub(super) fn globals(text: &str) -> Vec<String> {
 
 /// Whether PTX defines the function `name` (a `.func`, visible or not) with neither `.weak` nor `.extern`: a
 /// weak definition, or a declaration of one defined elsewhere, is not the module's own.
-pub(super) fn defines_strong_function(text: &str, name: &str) -> bool {
+pub(super) fn defines_strong_function(ptx: Ptx<'_>, name: &str) -> bool {
     let mut strong = false;
     let mut linkage = None;
-    let mut tokens = Tokens::new(text);
+    let mut tokens = ptx.tokens();
     while let Some(token) = tokens.next() {
         match token {
             ".visible" | ".weak" | ".extern" | ".common" => linkage = Some(token),
@@ -132,8 +190,8 @@ pub(super) fn defines_strong_function(text: &str, name: &str) -> bool {
 
 /// Whether the body of entry `entry` has the instruction `instruction` (as `griddepcontrol.wait`, which inline
 /// assembly leaves in the body as written). `false` when there is no such entry.
-pub(super) fn entry_has_instruction(text: &str, entry: &str, instruction: &str) -> bool {
-    let mut tokens = Tokens::new(text);
+pub(super) fn entry_has_instruction(ptx: Ptx<'_>, entry: &str, instruction: &str) -> bool {
+    let mut tokens = ptx.tokens();
     while let Some(token) = tokens.next() {
         if token != ".entry" || tokens.next() != Some(entry) {
             continue;
@@ -156,9 +214,9 @@ pub(super) fn entry_has_instruction(text: &str, entry: &str, instruction: &str) 
 
 /// The `.visible .global` byte arrays whose names start with `prefix`, each with its initializer's bytes (`.b8
 /// NAME[N] = {1, 0x2, ...};`) or what keeps them from being read.
-pub(super) fn initialized_globals(text: &str, prefix: &str) -> Vec<(String, GlobalBytes)> {
+pub(super) fn initialized_globals(ptx: Ptx<'_>, prefix: &str) -> Vec<(String, GlobalBytes)> {
     let mut globals = Vec::new();
-    let mut tokens = Tokens::new(text).peekable();
+    let mut tokens = ptx.tokens().peekable();
     while let Some(token) = tokens.next() {
         if token != ".visible" || tokens.next_if_eq(&".global").is_none() {
             continue;
@@ -215,9 +273,10 @@ fn byte_array_initializer<'a>(tokens: &mut impl Iterator<Item = &'a str>) -> Res
 }
 
 /// Every `.entry` in PTX with its parameters' sizes.
-pub(super) fn kernels(text: &str) -> Result<Vec<KernelSignature>, String> {
+pub(super) fn kernels(ptx: Ptx<'_>) -> Result<Vec<KernelSignature>, String> {
+    let text = ptx.text;
     let mut kernels = Vec::new();
-    let mut tokens = Tokens::new(text).peekable();
+    let mut tokens = ptx.tokens().peekable();
     while let Some(token) = tokens.next() {
         if token != ".entry" {
             continue;
@@ -273,10 +332,11 @@ pub(super) struct CallbackTarget<'a> {
 
 /// Every global named with one of `prefixes` (the constructor and destructor globals) whose initializer is a
 /// function (`.u64 __init_array_object_f_101 = f;`), with that function's parameters, from its `.func` header.
-pub(super) fn callback_targets<'a>(text: &'a str, prefixes: &[&str]) -> Result<Vec<CallbackTarget<'a>>, String> {
+pub(super) fn callback_targets<'a>(ptx: Ptx<'a>, prefixes: &[&str]) -> Result<Vec<CallbackTarget<'a>>, String> {
+    let text = ptx.text;
     let mut functions: Vec<(&str, Vec<u64>)> = Vec::new();
     let mut targets: Vec<(&str, &str)> = Vec::new();
-    let mut tokens = Tokens::new(text).peekable();
+    let mut tokens = ptx.tokens().peekable();
     while let Some(token) = tokens.next() {
         if token == ".func" {
             // `.func (.param .b32 func_retval0) name(.param .b32 name_param_0, ...)`; a declaration without

@@ -45,7 +45,7 @@ fn ptx_is_recognized_after_comments() {
 
 #[test]
 fn ptx_globals_are_the_visible_ones() {
-    let names = image(PTX.as_bytes()).unwrap().global_symbols().unwrap();
+    let names = image(PTX.as_bytes()).unwrap().global_symbols().to_vec();
     assert_eq!(
         names,
         ["__init_array_object_ctor_101", "__init_array_start", "table", "_begin", "_start", "_end", "main"]
@@ -208,7 +208,8 @@ fn bad_images_get_one_line_errors() {
 #[test]
 fn a_truncated_gpu_elf_is_reported_as_such() {
     let mut header = host_elf_header();
-    header[18..20].copy_from_slice(&EM_CUDA.to_le_bytes());
+    let em_cuda = ImageKind::Cubin.elf_machine().unwrap();
+    header[18..20].copy_from_slice(&em_cuda.to_le_bytes());
     let error = image(&header[..40]).unwrap_err().to_string();
     assert!(error.contains("truncated or corrupt ELF"), "{error}");
 }
@@ -320,7 +321,7 @@ fn a_ptx_file_near_the_limit_is_read_once_and_parsed_in_bounded_time() {
     let started = std::time::Instant::now();
     let image = Image::read(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
-    assert_eq!(image.bytes.len(), PTX.len());
+    assert_eq!(image.bytes().len(), PTX.len());
     image.check_startup_abi().unwrap();
     assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
 }

@@ -74,6 +74,9 @@ impl StandIn {
 }
 
 impl Backend for StandIn {
+    fn gpu_count(&self) -> Result<u32> {
+        Ok(1)
+    }
     fn lane_size(&self) -> u32 {
         HostThread::LANE_SIZE
     }

@@ -3,13 +3,37 @@
 use super::*;
 
 fn tokens(text: &str) -> Vec<&str> {
-    Tokens::new(text).collect()
+    Lexer::new(text).collect()
 }
 
 fn param_size(declaration: &str) -> Option<u64> {
     let mut param = Param::default();
-    Tokens::new(declaration).for_each(|token| param.push(token));
+    Lexer::new(declaration).for_each(|token| param.push(token));
     param.size()
+}
+
+// The readers over text tokenized once, as an image's is.
+fn globals(text: &str) -> Vec<String> {
+    Parsed::new(text).globals
+}
+
+fn defines_strong_function(text: &str, name: &str) -> bool {
+    super::defines_strong_function(Parsed::new(text).of(text), name)
+}
+
+fn initialized_globals(text: &str, prefix: &str) -> Vec<(String, GlobalBytes)> {
+    super::initialized_globals(Parsed::new(text).of(text), prefix)
+}
+
+fn kernels(text: &str) -> Result<Vec<KernelSignature>, String> {
+    super::kernels(Parsed::new(text).of(text))
+}
+
+#[test]
+fn tokens_are_the_lexers_tokens_in_their_place() {
+    let text = ".visible /* c */ .entry k(.param .u64 p) // e\n{ ret; }";
+    let parsed = Parsed::new(text);
+    assert_eq!(parsed.of(text).tokens().collect::<Vec<_>>(), tokens(text));
 }
 
 #[test]

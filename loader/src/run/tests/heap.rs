@@ -10,6 +10,9 @@ struct Tight {
 }
 
 impl Backend for Tight {
+    fn gpu_count(&self) -> Result<u32> {
+        Ok(1)
+    }
     fn lane_size(&self) -> u32 {
         32
     }

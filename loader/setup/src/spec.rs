@@ -11,33 +11,12 @@ use std::process::Command;
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::{Map, Value};
 
-use super::GpuTarget;
-
-/// What an AMD executable is linked with, after rustc's own arguments' start: a shared code object (`ET_DYN`, the
-/// only kind the HSA loader takes), with every symbol bound inside it (rustc compiles an executable's code for
-/// symbols that cannot be preempted), and no undefined symbol left for the GPU loader to fail on.
-const AMD_EXECUTABLE_LINK_ARGS: [&str; 3] = ["-shared", "-Bsymbolic", "--no-undefined"];
-
-impl GpuTarget {
-    /// The name of the derived spec: its file is `<name>.json`, cargo builds into `target/<name>/`, and its config
-    /// table is `[target.<name>]`.
-    pub fn spec_name(self) -> &'static str {
-        match self {
-            GpuTarget::Nvptx => "nvptx64-gpu-startup",
-            GpuTarget::Amdgpu => "amdgcn-gpu-startup",
-        }
-    }
-
-    /// The spec file's name.
-    pub fn spec_file_name(self) -> String {
-        format!("{}.json", self.spec_name())
-    }
-}
+use gpu_startup_targets::Target;
 
 /// rustc's own spec of `target`'s built-in triple, as the toolchain's `rustc` (the command `rustc`, which the caller
 /// points at the toolchain) prints it.
-pub fn rustc_spec(mut rustc: Command, target: GpuTarget) -> Result<String> {
-    let triple = target.triple();
+pub fn rustc_spec(mut rustc: Command, target: &Target) -> Result<String> {
+    let triple = target.triple;
     rustc.args(["-Z", "unstable-options", "--print", "target-spec-json", "--target", triple]);
     let output = rustc.output().with_context(|| format!("cannot run {}", rustc.get_program().to_string_lossy()))?;
     if !output.status.success() {
@@ -51,28 +30,29 @@ pub fn rustc_spec(mut rustc: Command, target: GpuTarget) -> Result<String> {
 }
 
 /// The spec for GPU executables, derived from rustc's spec of the same target (see the module's comment).
-pub fn executable_spec(target: GpuTarget, rustc_spec: &str) -> Result<String> {
+pub fn executable_spec(target: &Target, rustc_spec: &str) -> Result<String> {
     let mut spec: Map<String, Value> =
         serde_json::from_str(rustc_spec).context("rustc's target spec is not a JSON object")?;
     let llvm_target = spec.get("llvm-target").and_then(Value::as_str);
     ensure!(
-        llvm_target == Some(target.triple()),
+        llvm_target == Some(target.triple),
         "rustc's target spec is for {}, not {}",
         llvm_target.unwrap_or("an unnamed target"),
-        target.triple()
+        target.triple
     );
     spec.insert("only-cdylib".into(), Value::Bool(false));
     spec.insert("executables".into(), Value::Bool(true));
-    if target == GpuTarget::Amdgpu {
-        // Executables are named like the images `gpu-loader` takes; rustc's spec gives them no suffix.
-        spec.insert("exe-suffix".into(), Value::String(".elf".into()));
+    if let Some(suffix) = target.spec_exe_suffix {
+        spec.insert("exe-suffix".into(), Value::String(suffix.into()));
+    }
+    if !target.executable_link_args.is_empty() {
         let flavor = spec.get("linker-flavor").and_then(Value::as_str).unwrap_or("gnu-lld").to_owned();
         let pre_link_args = spec.entry("pre-link-args").or_insert_with(|| Value::Object(Map::new()));
         let Value::Object(by_flavor) = pre_link_args else { bail!("rustc's `pre-link-args` is not a JSON object") };
         let Value::Array(args) = by_flavor.entry(flavor).or_insert_with(|| Value::Array(Vec::new())) else {
             bail!("rustc's `pre-link-args` are not lists of arguments")
         };
-        for arg in AMD_EXECUTABLE_LINK_ARGS {
+        for &arg in target.executable_link_args {
             if !args.iter().any(|existing| existing.as_str() == Some(arg)) {
                 args.push(Value::String(arg.into()));
             }
@@ -86,8 +66,9 @@ pub fn executable_spec(target: GpuTarget, rustc_spec: &str) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpu_startup_targets::{AMDGPU, NVPTX};
 
-    const NVPTX: &str = r#"{"arch": "nvptx64", "exe-suffix": ".ptx", "linker-flavor": "llbc",
+    const NVPTX_SPEC: &str = r#"{"arch": "nvptx64", "exe-suffix": ".ptx", "linker-flavor": "llbc",
         "llvm-target": "nvptx64-nvidia-cuda", "only-cdylib": true, "os": "cuda"}"#;
     const AMD: &str = r#"{"arch": "amdgpu", "executables": false, "linker": "rust-lld", "linker-flavor": "gnu-lld",
         "llvm-target": "amdgcn-amd-amdhsa", "only-cdylib": true, "requires-lto": true}"#;
@@ -98,7 +79,7 @@ mod tests {
 
     #[test]
     fn executables_are_allowed_and_everything_else_is_kept() {
-        let spec = parse(&executable_spec(GpuTarget::Nvptx, NVPTX).unwrap());
+        let spec = parse(&executable_spec(&NVPTX, NVPTX_SPEC).unwrap());
         assert_eq!(spec["only-cdylib"], false);
         assert_eq!(spec["executables"], true);
         assert_eq!(spec["exe-suffix"], ".ptx");
@@ -108,7 +89,7 @@ mod tests {
 
     #[test]
     fn amd_executables_are_shared_code_objects_named_elf() {
-        let spec = parse(&executable_spec(GpuTarget::Amdgpu, AMD).unwrap());
+        let spec = parse(&executable_spec(&AMDGPU, AMD).unwrap());
         assert_eq!(spec["executables"], true);
         assert_eq!(spec["only-cdylib"], false);
         assert_eq!(spec["exe-suffix"], ".elf");
@@ -120,20 +101,20 @@ mod tests {
     fn existing_link_arguments_are_kept_and_ours_added_once() {
         let with_args =
             AMD.replace("\"requires-lto\"", "\"pre-link-args\": {\"gnu-lld\": [\"-z\", \"-shared\"]}, \"x\"");
-        let spec = parse(&executable_spec(GpuTarget::Amdgpu, &with_args).unwrap());
+        let spec = parse(&executable_spec(&AMDGPU, &with_args).unwrap());
         assert_eq!(
             spec["pre-link-args"]["gnu-lld"],
             serde_json::json!(["-z", "-shared", "-Bsymbolic", "--no-undefined"])
         );
-        let twice = executable_spec(GpuTarget::Amdgpu, &executable_spec(GpuTarget::Amdgpu, AMD).unwrap()).unwrap();
-        assert_eq!(twice, executable_spec(GpuTarget::Amdgpu, AMD).unwrap());
+        let twice = executable_spec(&AMDGPU, &executable_spec(&AMDGPU, AMD).unwrap()).unwrap();
+        assert_eq!(twice, executable_spec(&AMDGPU, AMD).unwrap());
     }
 
     #[test]
     fn a_spec_of_another_target_or_not_json_is_refused() {
-        let error = executable_spec(GpuTarget::Amdgpu, NVPTX).unwrap_err().to_string();
+        let error = executable_spec(&AMDGPU, NVPTX_SPEC).unwrap_err().to_string();
         assert_eq!(error, "rustc's target spec is for nvptx64-nvidia-cuda, not amdgcn-amd-amdhsa");
-        let error = executable_spec(GpuTarget::Nvptx, "error: unknown print request").unwrap_err().to_string();
+        let error = executable_spec(&NVPTX, "error: unknown print request").unwrap_err().to_string();
         assert!(error.contains("not a JSON object"), "{error}");
     }
 
@@ -141,7 +122,7 @@ mod tests {
     /// derivation changes, with the values it expects to change.
     #[test]
     fn the_pinned_toolchains_specs_derive() {
-        for target in GpuTarget::ALL {
+        for target in Target::ALL {
             let mut rustc = Command::new("rustc");
             rustc.current_dir(env!("CARGO_MANIFEST_DIR"));
             let original = parse(&rustc_spec(rustc, target).unwrap());
