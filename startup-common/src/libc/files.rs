@@ -1,5 +1,6 @@
-//! Files and stdin over RPC: the device's side of each file operation, for C's `FILE *` streams ([`crate::libc::stdio`])
-//! and Rust's `gpu_startup::fs`. The messages are the contract's (`gpu_startup_protocol::messages`).
+//! Files and stdin over RPC: the device's side of each file operation, for C's `FILE *` streams
+//! ([`crate::libc::stdio`]) and Rust's `gpu_startup::fs`. The messages are the contract's
+//! (`gpu_startup_protocol::messages`).
 //!
 //! The host keeps a table of the files a run opened and gives each a *handle*, a number it checks on every use: a
 //! handle that was never given, or was closed, is an error ([`errno::EBADF`]) returned to the device, never a host

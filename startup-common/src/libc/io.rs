@@ -1,6 +1,6 @@
-//! Output from GPU threads: formatted output over `core::fmt` (behind Rust's `print!` and friends, [`crate::rust::print`],
-//! and the runtime's own messages), and the writes behind C's `puts`/`fputs`/`fwrite`, to stdout, stderr or a file
-//! the host opened ([`crate::libc::files`]).
+//! Output from GPU threads: formatted output over `core::fmt` (behind Rust's `print!` and friends,
+//! [`crate::rust::print`], and the runtime's own messages), and the writes behind C's `puts`/`fputs`/`fwrite`, to
+//! stdout, stderr or a file the host opened ([`crate::libc::files`]).
 //!
 //! Each thread formats into a bounded buffer on its own stack ([`PRINT_BUFFER`] bytes). A full buffer goes to the
 //! host as a chunk marked "more follows"; the host holds chunks per writing thread and stream and writes the message
