@@ -6,6 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{SIM_LANES, SimGroup, SimLaunch, SimWarp, TestServer, become_lane, client, region, scaled};
+use startup_common::Gpu;
 use startup_common::libc::io::{self, Stream};
 use startup_common::rpc::Client;
 use startup_common::rpc::testing::{self, TestOperations};
@@ -106,7 +107,14 @@ fn lagging_lanes_send_and_receive_whole_messages() {
         let (lagging_lanes_done, quick_calls) = (AtomicU32::new(0), AtomicU32::new(0));
         run_groups(&mut server, &client, (2, block_memory), &[0b1111], lagging, |client, warp, lane| {
             let mut r = 0;
-            while if warp == 0 { r < rounds } else { lagging_lanes_done.load(Relaxed) < SIM_LANES } {
+            loop {
+                let more = if warp == 0 { r < rounds } else { lagging_lanes_done.load(Relaxed) < SIM_LANES };
+                // A group's lanes make the same calls, so they decide together, by the lowest lane's view: warp 1's
+                // lanes read the count at different times, and a lane that left alone would leave the others waiting
+                // for it in the group's next lane operation.
+                if SimWarp::broadcast_first(0b1111, u32::from(more)) == 0 {
+                    break;
+                }
                 let value = u64::from(warp) << 40 | u64::from(lane) << 32 | r;
                 assert_eq!(client.test_increment(value), value + 1, "warp {warp} lane {lane} round {r}");
                 r += 1;
