@@ -108,8 +108,10 @@ pub struct UnderSanitizer {
     /// Replaces `stdout-matches` under the tools: a test binary's report of what a tool slowed past the loader's own
     /// time limits (the panic grace).
     pub stdout_matches: Option<Vec<String>>,
+    /// Replaces `stdout-lines` under the tools: the line count of the smaller grid of `blocks`.
+    pub stdout_lines: Option<usize>,
     /// Replaces `loader-args` under the tools: a longer default test timeout (`--timeout`) for a test binary whose
-    /// tests a tool slows past theirs.
+    /// tests a tool slows past theirs, or a filter that runs some of its many tests alike.
     pub loader_args: Option<Vec<String>>,
     /// Tools that cannot run the case (by tool name, or `all`), each with the reason, which the suite prints.
     #[serde(default)]

@@ -168,8 +168,8 @@ pub fn judge(tool: Tool, expectation: &Expectation, outcome: &Outcome, log: &str
 }
 
 /// The expectation as the tools run the case: no time limit of its own (the per-case limit replaces it: a tool slows
-/// a program by orders of magnitude), the grid of `[sanitize] blocks` and the stderr patterns of `[sanitize]
-/// stderr-matches` where it has them.
+/// a program by orders of magnitude), and the grid, output checks and loader arguments of its `[sanitize]` table
+/// where it has them.
 fn expectation_under_tools(expectation: &Expectation) -> Expectation {
     let mut under_tools = expectation.clone();
     under_tools.max_seconds = None;
@@ -181,6 +181,9 @@ fn expectation_under_tools(expectation: &Expectation) -> Expectation {
     }
     if let Some(patterns) = &expectation.sanitize.stdout_matches {
         under_tools.stdout_matches = patterns.clone();
+    }
+    if let Some(lines) = expectation.sanitize.stdout_lines {
+        under_tools.stdout_lines = Some(lines);
     }
     if let Some(args) = &expectation.sanitize.loader_args {
         under_tools.loader_args = args.clone();
