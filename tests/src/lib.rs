@@ -111,8 +111,10 @@ pub struct UnderSanitizer {
     /// Replaces `stdout-lines` under the tools: the line count of the smaller grid of `blocks`.
     pub stdout_lines: Option<usize>,
     /// Replaces `loader-args` under the tools: a longer default test timeout (`--timeout`) for a test binary whose
-    /// tests a tool slows past theirs, or a filter that runs some of its many tests alike.
+    /// tests a tool slows past theirs.
     pub loader_args: Option<Vec<String>>,
+    /// Replaces `args` under the tools: a filter that runs some of a test binary's many alike tests.
+    pub args: Option<Vec<String>>,
     /// Tools that cannot run the case (by tool name, or `all`), each with the reason, which the suite prints.
     #[serde(default)]
     pub skip: BTreeMap<String, String>,

@@ -94,23 +94,28 @@ pub(crate) fn run_with_limit(
     // The child, or its whole group: `kill` takes a group as its negated id.
     let pid = child.id() as libc::pid_t;
     let target = if own_group { -pid } else { pid };
+    // When the loader started: at once where it runs itself; a wrapped one when the wrapper's child first shows.
+    let mut loader_started = (!own_group).then_some(started);
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
         }
-        if let Some((after, signal)) = interrupt
-            && started.elapsed() >= after
-        {
+        if let Some((after, signal)) = interrupt {
             // A wrapper passes the signal on to the loader it started, where the case's signal is meant to land: a
-            // wrapper that gets it itself may end by it (compute-sanitizer does, with no report).
+            // wrapper that gets it itself may end by it (compute-sanitizer does, with no report, leaving behind a
+            // loader that waits for it forever). So the signal waits for the loader, and its delay counts from then.
             let loaders = if own_group { children_of(pid) } else { Vec::new() };
-            for &process in if loaders.is_empty() { std::slice::from_ref(&target) } else { &loaders[..] } {
-                // SAFETY: sends a signal to our own child (or its group, or a child of it): the child has not been
-                // reaped (try_wait saw it running), so neither its id nor its group's can have been reused, and its
-                // children are still its own.
-                unsafe { libc::kill(process, signal) };
+            if loader_started.is_none() && !loaders.is_empty() {
+                loader_started = Some(Instant::now());
             }
-            interrupt = None;
+            if loader_started.is_some_and(|at| at.elapsed() >= after) {
+                for &process in if loaders.is_empty() { std::slice::from_ref(&target) } else { &loaders[..] } {
+                    // SAFETY: sends a signal to our own child or a child of it: the child has not been reaped
+                    // (try_wait saw it running), so its id cannot have been reused, and its children are its own.
+                    unsafe { libc::kill(process, signal) };
+                }
+                interrupt = None;
+            }
         }
         let stopped = own_group && interrupted();
         if Instant::now() >= deadline || stopped {
@@ -124,6 +129,19 @@ pub(crate) fn run_with_limit(
         }
         std::thread::sleep(Duration::from_millis(5));
     };
+    // A process the child left behind may hold its output open (a loader whose wrapper died): the readers end only
+    // when it does, so they too wait no longer than the limit, and the group is killed then.
+    while !(out_reader.is_finished() && err_reader.is_finished()) {
+        if Instant::now() >= deadline {
+            if own_group {
+                // SAFETY: the group's id is the reaped child's, which the kernel does not hand out again while a
+                // process of the group lives (one holds the pipes), so only the case's leftovers get the signal.
+                unsafe { libc::kill(target, libc::SIGKILL) };
+            }
+            bail!("{program} ended, but a process it started still held its output open at the limit of {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
     Ok(std::process::Output {
         status,
         stdout: out_reader.join().unwrap_or_default(),
@@ -156,5 +174,32 @@ mod tests {
         child.wait().unwrap();
         assert!(found.contains(&(child.id() as libc::pid_t)), "{found:?}");
         assert!(!found.contains(&(std::process::id() as libc::pid_t)));
+    }
+
+    /// A wrapped case whose wrapper ends while a process it started holds the output open ends at the limit, its group
+    /// killed, rather than waiting for that process.
+    #[test]
+    fn a_wrapped_case_left_holding_its_output_ends_at_the_limit() {
+        let mut command = std::process::Command::new("sh");
+        command.args(["-c", "sleep 60 & echo started"]);
+        let started = std::time::Instant::now();
+        let error = super::run_with_limit(command, std::time::Duration::from_secs(1), None, None, true).unwrap_err();
+        assert!(error.to_string().contains("held its output open"), "{error}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+    }
+
+    /// A wrapped case's signal goes to the loader its wrapper starts, once it started, and never to the wrapper.
+    #[test]
+    fn a_wrapped_case_signals_its_loader_once_the_wrapper_started_it() {
+        let mut command = std::process::Command::new("bash");
+        // The wrapper starts its "loader" after a while without a child of its own (a loop of bash's), and reports how
+        // the loader ended; a SIGINT to the wrapper would end it with nothing printed.
+        command.args([
+            "-c",
+            "for ((i = 0; i < 200000; i++)); do :; done; sh -c 'trap \"exit 7\" INT; while :; do sleep 0.01; done'; echo $?",
+        ]);
+        let interrupt = Some((std::time::Duration::from_millis(100), libc::SIGINT));
+        let output = super::run_with_limit(command, std::time::Duration::from_secs(20), interrupt, None, true).unwrap();
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "7\n");
     }
 }

@@ -188,6 +188,9 @@ fn expectation_under_tools(expectation: &Expectation) -> Expectation {
     if let Some(args) = &expectation.sanitize.loader_args {
         under_tools.loader_args = args.clone();
     }
+    if let Some(args) = &expectation.sanitize.args {
+        under_tools.args = args.clone();
+    }
     under_tools
 }
 

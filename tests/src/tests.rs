@@ -197,9 +197,16 @@ fn the_limit_kills_a_wrapped_case_whole() {
     assert!(error.starts_with("sh did not finish within 500ms and was killed"), "{error}");
     assert!(started.elapsed() < Duration::from_secs(30));
     let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_owned();
-    // Killed: gone, or a zombie that nobody reaped yet (its parent, the wrapper, died with it).
-    let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')));
-    assert!(!alive, "the wrapper's own process {pid} outlived the limit");
+    // Killed: gone, or a zombie that nobody reaped yet (its parent, the wrapper, died with it). A SIGKILL takes effect
+    // a moment after it is sent, so the process gets a few seconds to be seen gone.
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+    };
+    let killed_at = Instant::now();
+    while alive() && killed_at.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!alive(), "the wrapper's own process {pid} outlived the limit");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -133,16 +133,17 @@ fn under_the_tools_a_case_runs_on_its_sanitize_grid_without_its_hang_guard() {
     assert_eq!(plain.blocks, Dims::X(128), "without `[sanitize] blocks` the grid is the case's own");
 }
 
-/// `[sanitize] stdout-matches`, `stdout-lines` and `loader-args` replace the case's own under the tools; without
+/// `[sanitize] stdout-matches`, `stdout-lines`, `loader-args` and `args` replace the case's own under the tools; without
 /// them the case's stand.
 #[test]
 fn under_the_tools_a_case_takes_its_sanitize_stdout_checks_and_loader_args() {
     let text = "loader-args = ['a']\nstdout-matches = ['plain']\nstdout-lines = 100\n[sanitize]\n\
-                stdout-matches = ['slowed']\nstdout-lines = 10\nloader-args = ['--timeout', '300']";
+                stdout-matches = ['slowed']\nstdout-lines = 10\nloader-args = ['--timeout', '300']\nargs = ['m0']";
     let under_tools = expectation_under_tools(&Expectation::parse(text).unwrap());
     assert_eq!(under_tools.stdout_matches, ["slowed"]);
     assert_eq!(under_tools.stdout_lines, Some(10));
     assert_eq!(under_tools.loader_args, ["--timeout", "300"]);
+    assert_eq!(under_tools.args, ["m0"]);
     let plain = expectation_under_tools(
         &Expectation::parse("loader-args = ['a']\nstdout-matches = ['plain']\nstdout-lines = 100").unwrap(),
     );
