@@ -3,8 +3,8 @@
 //! `src/main.rs` is its command-line shell, the binary `gpu-bitcode-linker`; `cargo xtask` links the C programs with
 //! it too.
 //!
-//! Over 500 lines: one pipeline from rustc's command line to PTX (arguments, inputs, `llvm-link`, `opt`, `llc`), with
-//! its tests.
+//! Over 500 lines: one pipeline from rustc's command line to PTX (arguments, inputs, `llvm-link`, the rewrites of
+//! constructors and of std's thread-locals, `opt`, `llc`), with its tests.
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -14,6 +14,7 @@ use std::process::{Command, ExitStatus};
 use gpu_startup_targets::PtxArchError;
 
 mod constructors;
+mod thread_locals;
 
 /// Globals that must survive internalization even when rustc does not export them: the loader reads or writes
 /// them by name (see `docs/abi.md`): the constructor tables and a test binary's test table.
@@ -69,6 +70,8 @@ pub enum LinkError {
     UnknownFeature(String),
     #[error("the program's constructors cannot be called by the startup: {0}")]
     Constructors(String),
+    #[error("the program's thread-locals cannot be reached through the runtime: {0}")]
+    ThreadLocals(String),
     #[error("not an NVIDIA arch: {0}")]
     NotNvidiaArch(String),
     #[error("{0} is too old: the startup needs sm_70 or later (independent thread scheduling)")]
@@ -256,6 +259,7 @@ impl LinkRequest {
         link.args(modules.iter().map(|module| &module.path));
         tools.run(link, &modules)?;
         let linked = wrap_constructors(tools, linked, work)?;
+        let linked = emulate_thread_locals(tools, linked, self.target.as_deref(), work)?;
 
         let keep = self.symbols_to_keep(tools, &linked)?;
         let optimized = work.join("optimized.bc");
@@ -327,6 +331,37 @@ fn wrap_constructors(tools: &LlvmTools, linked: PathBuf, work: &Path) -> Result<
     };
     let source = work.join("constructors.ll");
     let assembled = work.join("constructors.bc");
+    std::fs::write(&source, rewritten).map_err(|error| LinkError::Write { path: source.clone(), source: error })?;
+    let mut assemble = tools.command("llvm-as");
+    assemble.arg(&source).arg("-o").arg(&assembled);
+    tools.run(assemble, &[])?;
+    Ok(assembled)
+}
+
+/// The linked module with its thread-locals reached through the runtime ([`thread_locals`]), or as it is when it
+/// has none (no std).
+fn emulate_thread_locals(tools: &LlvmTools, linked: PathBuf, target: Option<&str>, work: &Path) -> Result<PathBuf> {
+    let bytes = std::fs::read(&linked).map_err(|source| LinkError::Read { path: linked.clone(), source })?;
+    if !thread_locals::may_have_thread_locals(&bytes) {
+        return Ok(linked);
+    }
+    // `lower-emutls` makes the control variables; the accesses are rewritten below.
+    let lowered = work.join("emutls.bc");
+    let mut opt = tools.command("opt");
+    opt.arg("-passes=lower-emutls").arg(&linked).arg("-o").arg(&lowered);
+    if let Some(triple) = target {
+        opt.arg(format!("-mtriple={triple}"));
+    }
+    tools.run(opt, &[])?;
+    let mut disassemble = tools.command("llvm-dis");
+    disassemble.arg(&lowered).arg("-o").arg("-");
+    let Some(rewritten) = thread_locals::rewrite_thread_locals(&tools.run(disassemble, &[])?)
+        .map_err(|problem| LinkError::ThreadLocals(format!("{problem:#}")))?
+    else {
+        return Ok(linked);
+    };
+    let source = work.join("thread-locals.ll");
+    let assembled = work.join("thread-locals.bc");
     std::fs::write(&source, rewritten).map_err(|error| LinkError::Write { path: source.clone(), source: error })?;
     let mut assemble = tools.command("llvm-as");
     assemble.arg(&source).arg("-o").arg(&assembled);
