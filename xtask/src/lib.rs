@@ -14,6 +14,7 @@ pub mod nextest;
 pub mod out_of_tree;
 #[cfg(test)]
 mod packages;
+pub mod std_programs;
 pub mod suite;
 #[cfg(test)]
 mod tidy;

@@ -119,6 +119,7 @@ pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
     if !options.gpu_only {
         host_tests(sh)?;
         crate::out_of_tree::check(sh, gpus)?;
+        crate::std_programs::check(sh)?;
     }
     let (loader, suite) = build_host_binaries(sh)?;
     let mut failed = Vec::new();

@@ -12,6 +12,7 @@
 
 pub mod config;
 pub mod spec;
+pub mod std_sysroot;
 pub mod toolchain;
 
 use std::path::{Path, PathBuf};

@@ -104,7 +104,7 @@ impl Pin {
     /// its `rustc`. Without rustup, the `rustc` on `PATH` it is.
     pub fn install(&self) -> Result<Rustc> {
         if crate::find_on_path("rustup").is_none() {
-            return Ok(Rustc { program: "rustc".into(), prefix: Vec::new() });
+            return Ok(Rustc::on_path());
         }
         let mut install = Command::new("rustup");
         install.args(["toolchain", "install", &self.channel, "--profile", &self.profile]);
@@ -131,10 +131,27 @@ pub struct Rustc {
 }
 
 impl Rustc {
+    /// The `rustc` on `PATH`, whichever toolchain it runs (under rustup, the one the working folder pins).
+    pub fn on_path() -> Self {
+        Rustc { program: "rustc".into(), prefix: Vec::new() }
+    }
+
     pub fn command(&self) -> Command {
         let mut command = Command::new(&self.program);
         command.args(&self.prefix);
         command
+    }
+
+    /// Another tool of the same toolchain (`cargo`), run the way its `rustc` is.
+    pub fn tool(&self, name: &str) -> Command {
+        match self.prefix.split_last() {
+            Some((_, run)) => {
+                let mut command = Command::new(&self.program);
+                command.args(run).arg(name);
+                command
+            }
+            None => Command::new(name),
+        }
     }
 }
 

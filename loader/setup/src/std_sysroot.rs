@@ -1,0 +1,297 @@
+//! Rust's std for a GPU target, built from the toolchain's own library sources (`rust-src`) with the project's
+//! patches applied (`loader/setup/std-patches/`, each saying why and which upstream change would remove it), into a
+//! sysroot that the target's builds use with `--sysroot` (`docs/std.md`).
+//!
+//! std is built for its Hermit layer (the target spec says `"os": "hermit"`), which calls a small C-like ABI
+//! (`sys_write`, `sys_malloc`, ...) for the startup to serve. Thread-locals are emulated (`"tls-model":
+//! "emulated"`): the bitcode linker routes every access through `__emutls_get_address` (`gpu-bitcode-linker`'s
+//! `thread_locals`).
+//!
+//! std is built as the library's own Cargo workspace (the `Cargo.toml` of Rust's `library` folder), the way Rust's
+//! bootstrap builds it: `RUSTC_BOOTSTRAP=1` and `-Zforce-unstable-if-unmarked`, nothing meant only for cargo's
+//! tests. The result is kept in a cache folder named by a hash of the toolchain's version, the spec and the patches,
+//! so it is built once per toolchain; a build goes to a temporary folder renamed into place, so that builds running
+//! at once do not meet.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail, ensure};
+use serde_json::{Map, Value};
+
+use gpu_startup_targets::{Linker, Target};
+
+use crate::toolchain::{Rustc, one_line};
+
+/// The patches to Rust's library, in the order they apply: (file name, text).
+pub const PATCHES: &[(&str, &str)] =
+    &[("0001-min-align-for-gpus.patch", include_str!("../std-patches/0001-min-align-for-gpus.patch"))];
+
+/// The crates of the library that a std program links: std and the panic runtime the GPU targets use.
+const CRATES: &[&str] = &["std", "panic_abort"];
+
+/// The name of `target`'s std spec: its file is `<name>.json`, and its libraries are in the sysroot's
+/// `lib/rustlib/<name>/lib`.
+pub fn std_spec_name(target: &Target) -> String {
+    format!("{}-std", target.spec_name)
+}
+
+/// The spec of `target` for std programs, from its spec for executables ([`crate::spec::executable_spec`]): std's
+/// Hermit layer, emulated thread-locals, and no dynamic linking (std is built as an rlib alone).
+pub fn std_spec(executable_spec: &str) -> Result<String> {
+    let mut spec: Map<String, Value> =
+        serde_json::from_str(executable_spec).context("the executable spec is not a JSON object")?;
+    spec.insert("os".into(), "hermit".into());
+    spec.insert("has-thread-local".into(), true.into());
+    spec.insert("tls-model".into(), "emulated".into());
+    spec.insert("dynamic-linking".into(), false.into());
+    if let Some(Value::Object(metadata)) = spec.get_mut("metadata") {
+        metadata.insert("std".into(), true.into());
+    }
+    let mut text = serde_json::to_string_pretty(&spec).expect("a JSON object serializes");
+    text.push('\n');
+    Ok(text)
+}
+
+/// A built std: the sysroot to pass with `--sysroot`, and the spec to build with.
+#[derive(Clone, Debug)]
+pub struct StdSysroot {
+    pub sysroot: PathBuf,
+    pub spec: PathBuf,
+    /// Whether this call built it (false: it was in the cache).
+    pub built: bool,
+}
+
+/// std for `target`, built with the toolchain `rustc` runs (whose `cargo` builds it) from `std_spec` (the text of
+/// its spec, [`std_spec`]), kept under `cache`.
+pub fn build(rustc: &Rustc, target: &Target, std_spec: &str, cache: &Path) -> Result<StdSysroot> {
+    ensure!(
+        target.linker == Linker::BitcodeLinker,
+        "std is built for the NVIDIA target only so far: {}'s thread-locals need a rewrite before its code generation",
+        target.name
+    );
+    let name = std_spec_name(target);
+    let toolchain_sysroot = PathBuf::from(output_of(rustc.command().args(["--print", "sysroot"]))?.trim());
+    let version = output_of(rustc.command().arg("-vV"))?;
+    let key = cache_key(&[&version, std_spec, &PATCHES.iter().map(|(_, text)| *text).collect::<String>()]);
+    let dir = cache.join(format!("{name}-{key}"));
+    let result = StdSysroot { sysroot: dir.join("sysroot"), spec: dir.join(format!("{name}.json")), built: false };
+    if dir.join("complete").is_file() {
+        return Ok(result);
+    }
+    let work = cache.join(format!("{name}-{key}.tmp{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    let built = build_in(rustc, &toolchain_sysroot, &name, std_spec, &work);
+    if let Err(error) = built {
+        return Err(error.context(format!("building std for {} (its files: {})", target.name, work.display())));
+    }
+    // Another build may have finished first: then its result stands, and this one goes.
+    if std::fs::rename(&work, &dir).is_err() {
+        let _ = std::fs::remove_dir_all(&work);
+        ensure!(dir.join("complete").is_file(), "cannot move the built std to {}", dir.display());
+    }
+    Ok(StdSysroot { built: true, ..result })
+}
+
+/// Builds std in `work`: the patched library, the spec, the sysroot, and the file `complete` last.
+fn build_in(rustc: &Rustc, toolchain_sysroot: &Path, name: &str, std_spec: &str, work: &Path) -> Result<()> {
+    let sources = toolchain_sysroot.join("lib/rustlib/src/rust/library");
+    ensure!(
+        sources.join("Cargo.toml").is_file(),
+        "the toolchain has no library sources at {} (rustup component add rust-src)",
+        sources.display()
+    );
+    let library = work.join("library");
+    copy_tree(&sources, &library)?;
+    for (file, text) in PATCHES {
+        apply_patch(&library, file, text)?;
+    }
+    let spec = work.join(format!("{name}.json"));
+    std::fs::write(&spec, std_spec).with_context(|| format!("cannot write {}", spec.display()))?;
+
+    let mut cargo = rustc.tool("cargo");
+    cargo
+        .arg("build")
+        .arg("--release")
+        .arg("--manifest-path")
+        .arg(library.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(work.join("target"))
+        .arg("--target")
+        .arg(&spec)
+        .args(["-Zjson-target-spec", "--no-default-features", "--features", "std/compiler-builtins-mem"])
+        .args(["--message-format", "json-render-diagnostics"])
+        .args(CRATES.iter().flat_map(|name| ["-p", name]))
+        // What Rust's bootstrap gives the library's build: its unstable features, and every crate it depends on
+        // marked unstable, as the crates of a sysroot are.
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env("RUSTFLAGS", "-Zforce-unstable-if-unmarked")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_RUSTFLAGS")
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped());
+    let output = cargo.output().context("cannot run cargo to build std")?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let first = stderr.lines().find(|line| line.starts_with("error")).unwrap_or("no error message");
+        bail!("cargo could not build std: {}", one_line(&first));
+    }
+    let rlibs = artifacts(&String::from_utf8_lossy(&output.stdout));
+    ensure!(rlibs.iter().any(|rlib| rlib.ends_with("libstd.rlib")), "cargo built std but reported no libstd.rlib");
+
+    let rustlib = work.join("sysroot/lib/rustlib");
+    let libs = rustlib.join(name).join("lib");
+    std::fs::create_dir_all(&libs).with_context(|| format!("cannot create {}", libs.display()))?;
+    for rlib in &rlibs {
+        let file = rlib.file_name().context("an artifact without a file name")?;
+        std::fs::copy(rlib, libs.join(file)).with_context(|| format!("cannot copy {}", rlib.display()))?;
+    }
+    // The host's part of the toolchain, where rustc's `-L` to the target's libraries leads the bitcode linker to
+    // the LLVM tools (`<sysroot>/lib/rustlib/<host>/bin`).
+    let host = host_triple(&output_of(rustc.command().arg("-vV"))?)?;
+    std::os::unix::fs::symlink(toolchain_sysroot.join("lib/rustlib").join(&host), rustlib.join(&host))
+        .with_context(|| format!("cannot link the host's libraries into {}", rustlib.display()))?;
+    // The sources and the build are not needed once the libraries are in place.
+    let _ = std::fs::remove_dir_all(&library);
+    let _ = std::fs::remove_dir_all(work.join("target"));
+    std::fs::write(work.join("complete"), "").context("cannot mark the built std complete")?;
+    Ok(())
+}
+
+/// The rlibs of the `compiler-artifact` messages of a cargo build (`--message-format json`).
+fn artifacts(messages: &str) -> Vec<PathBuf> {
+    messages
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|message| message["reason"] == "compiler-artifact")
+        .flat_map(|message| {
+            message["filenames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .filter(|file| file.ends_with(".rlib"))
+                .map(PathBuf::from)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Applies the unified diff `text` (after its explanation: from its first `--- ` line) to the library at `library`,
+/// whose paths it gives as `a/<path>`.
+fn apply_patch(library: &Path, file: &str, text: &str) -> Result<()> {
+    let start = text.find("\n--- ").map(|at| at + 1).with_context(|| format!("patch {file} has no `--- ` line"))?;
+    let patch = diffy::Patch::from_str(&text[start..]).with_context(|| format!("patch {file} is not a diff"))?;
+    let path = patch
+        .original()
+        .and_then(|path| path.strip_prefix("a/"))
+        .with_context(|| format!("patch {file} names no `a/` file"))?;
+    let target = library.join(path);
+    let base = std::fs::read_to_string(&target).with_context(|| format!("patch {file}: cannot read {path}"))?;
+    let patched = diffy::apply(&base, &patch)
+        .with_context(|| format!("patch {file} does not apply to this toolchain's {path}"))?;
+    std::fs::write(&target, patched).with_context(|| format!("cannot write {}", target.display()))
+}
+
+/// Copies the folder `from` to `to` (which must not exist), files and folders; links are copied as links.
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
+    for entry in std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))? {
+        let entry = entry?;
+        let (source, destination) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_tree(&source, &destination)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&source)?, &destination)?;
+        } else {
+            std::fs::copy(&source, &destination).with_context(|| format!("cannot copy {}", source.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The host triple in `rustc -vV`'s output.
+fn host_triple(version: &str) -> Result<String> {
+    version
+        .lines()
+        .find_map(|line| line.strip_prefix("host: "))
+        .map(|host| host.trim().to_owned())
+        .context("`rustc -vV` names no host")
+}
+
+/// A command's stdout, or an error with the first line of its stderr.
+fn output_of(command: &mut Command) -> Result<String> {
+    let program = command.get_program().to_string_lossy().into_owned();
+    let output = command.output().with_context(|| format!("cannot run {program}"))?;
+    if !output.status.success() {
+        bail!("{program} failed: {}", one_line(&String::from_utf8_lossy(&output.stderr).trim()));
+    }
+    String::from_utf8(output.stdout).with_context(|| format!("{program} printed something that is not UTF-8"))
+}
+
+/// A name for the cache folder from `parts`.
+fn cache_key(parts: &[&str]) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    parts.hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_std_spec_is_hermit_with_emulated_thread_locals_and_keeps_the_rest() {
+        let spec =
+            std_spec(r#"{"arch": "nvptx64", "os": "cuda", "dynamic-linking": true, "metadata": {"std": false}}"#)
+                .unwrap();
+        let spec: Map<String, Value> = serde_json::from_str(&spec).unwrap();
+        assert_eq!(spec["os"], "hermit");
+        assert_eq!(spec["has-thread-local"], true);
+        assert_eq!(spec["tls-model"], "emulated");
+        assert_eq!(spec["dynamic-linking"], false);
+        assert_eq!(spec["metadata"]["std"], true);
+        assert_eq!(spec["arch"], "nvptx64");
+    }
+
+    #[test]
+    fn every_patch_names_its_reason_and_upstream_fix_and_is_a_diff_of_one_library_file() {
+        for (file, text) in PATCHES {
+            let (explanation, diff) = text.split_at(text.find("\n--- ").unwrap() + 1);
+            assert!(explanation.starts_with("Why: "), "{file}");
+            assert!(explanation.contains("\nUpstream: "), "{file}");
+            let patch = diffy::Patch::from_str(diff).unwrap();
+            assert!(patch.original().unwrap().starts_with("a/"), "{file}");
+        }
+    }
+
+    #[test]
+    fn a_patch_applies_to_its_file_and_one_that_does_not_fit_is_an_error_naming_it() {
+        let dir = std::env::temp_dir().join(format!("gpu-std-patch-{}", std::process::id()));
+        let file = dir.join("std/src/lib.rs");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, "one\ntwo\nthree\n").unwrap();
+        let patch = "Why: a test.\nUpstream: none.\n\n--- a/std/src/lib.rs\n+++ b/std/src/lib.rs\n@@ -1,3 +1,4 @@\n one\n+one and a half\n two\n three\n";
+        apply_patch(&dir, "t.patch", patch).unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\none and a half\ntwo\nthree\n");
+        std::fs::write(&file, "something else\n").unwrap();
+        let error = format!("{:#}", apply_patch(&dir, "t.patch", patch).unwrap_err());
+        assert!(error.starts_with("patch t.patch does not apply to this toolchain's std/src/lib.rs"), "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn rlibs_are_read_from_cargo_messages() {
+        let messages = concat!(
+            r#"{"reason":"compiler-artifact","filenames":["/t/libstd.rlib","/t/libstd.rmeta"]}"#,
+            "\n",
+            r#"{"reason":"build-script-executed","filenames":["/t/x.rlib"]}"#,
+            "\nnot json\n",
+            r#"{"reason":"compiler-artifact","filenames":["/t/libcore-1.rlib"]}"#,
+        );
+        assert_eq!(artifacts(messages), [PathBuf::from("/t/libstd.rlib"), PathBuf::from("/t/libcore-1.rlib")]);
+    }
+}

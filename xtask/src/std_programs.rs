@@ -1,0 +1,128 @@
+//! Rust's std for the GPU, checked without a GPU: std is built for the NVIDIA target
+//! (`gpu_startup_setup::std_sysroot`, kept in `target/gpu-std/`), the programs of `tests/programs-std` are built
+//! against it with the bitcode linker, and each image may leave undefined only what the startup is to define for
+//! std: the Hermit ABI functions std calls, and `__emutls_get_address` for its thread-locals (`docs/std.md`).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, ensure};
+use gpu_startup_setup::std_sysroot::{self, std_spec_name};
+use gpu_startup_setup::toolchain::Rustc;
+use gpu_startup_targets::NVPTX;
+use xshell::{Shell, cmd};
+
+/// The programs' workspace.
+const PROGRAMS: &str = "tests/programs-std";
+
+/// What a std image may call without defining it: the Hermit ABI that std's Hermit layer calls (for printing,
+/// files, time, the heap, locks, randomness, exiting) and the thread-locals' accessor.
+pub const RUNTIME_FUNCTIONS: &[&str] = &[
+    "__emutls_get_address",
+    "sys_abort",
+    "sys_available_parallelism",
+    "sys_clock_gettime",
+    "sys_close",
+    "sys_exit",
+    "sys_free",
+    "sys_fstat",
+    "sys_futex_wait",
+    "sys_futex_wake",
+    "sys_join",
+    "sys_lseek",
+    "sys_malloc",
+    "sys_open",
+    "sys_read",
+    "sys_read_entropy",
+    "sys_readv",
+    "sys_realloc",
+    "sys_spawn2",
+    "sys_stat",
+    "sys_write",
+    "sys_writev",
+    "sys_yield",
+];
+
+/// Builds std and the std programs for the NVIDIA target and checks their images; returns the images.
+pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
+    let root = crate::project_root();
+    let rustc = Rustc::on_path();
+    let spec = gpu_startup_setup::spec::rustc_spec(rustc.command(), &NVPTX)?;
+    let spec = std_sysroot::std_spec(&gpu_startup_setup::spec::executable_spec(&NVPTX, &spec)?)?;
+    let std = std_sysroot::build(&rustc, &NVPTX, &spec, &root.join("target/gpu-std"))?;
+    println!("xtask: std for nvptx {} ({})", if std.built { "built" } else { "found built" }, std.sysroot.display());
+    let linker = crate::build::build_linker(sh)?;
+    let target_dir = root.join("target/gpu-std/programs");
+    let manifest = root.join(PROGRAMS).join("Cargo.toml");
+    let spec_file = &std.spec;
+    let rustflags = format!(
+        "--sysroot {} -Ctarget-cpu={} -Clinker={}",
+        std.sysroot.display(),
+        NVPTX.fallback_arch,
+        linker.display()
+    );
+    cmd!(
+        sh,
+        "cargo build --quiet --release --manifest-path {manifest} --target {spec_file} -Zjson-target-spec --target-dir {target_dir}"
+    )
+    .env("RUSTFLAGS", rustflags)
+    .run()?;
+    let out = target_dir.join(std_spec_name(&NVPTX)).join("release");
+    let mut images = Vec::new();
+    for program in programs()? {
+        let image = out.join(format!("{program}.ptx"));
+        let ptx = std::fs::read_to_string(&image).with_context(|| format!("no image {}", image.display()))?;
+        let unknown: Vec<_> =
+            undefined_functions(&ptx).into_iter().filter(|name| !RUNTIME_FUNCTIONS.contains(&name.as_str())).collect();
+        ensure!(
+            unknown.is_empty(),
+            "{} calls functions that neither it nor the startup's std runtime defines: {}",
+            image.display(),
+            unknown.join(", ")
+        );
+        println!("xtask: {program}: {} KB of PTX, links against std", ptx.len() / 1000);
+        images.push(image);
+    }
+    Ok(images)
+}
+
+/// The programs of the workspace: its members' folder names, each built as the binary `<folder>-std`.
+fn programs() -> Result<Vec<String>> {
+    #[derive(serde::Deserialize)]
+    struct Manifest {
+        workspace: Workspace,
+    }
+    #[derive(serde::Deserialize)]
+    struct Workspace {
+        members: Vec<String>,
+    }
+    let path = crate::project_root().join(PROGRAMS).join("Cargo.toml");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let manifest: Manifest = toml::from_str(&text).with_context(|| format!("{} names no members", path.display()))?;
+    Ok(manifest.workspace.members.into_iter().map(|member| format!("{member}-std")).collect())
+}
+
+/// The functions a PTX image declares `.extern`: called, not defined.
+fn undefined_functions(ptx: &str) -> Vec<String> {
+    ptx.lines()
+        .filter_map(|line| line.trim_start().strip_prefix(".extern .func"))
+        .filter_map(|rest| {
+            // `.extern .func (.param .b64 func_retval0) name(` or `.extern .func name(`: the name follows the return
+            // value's parentheses, if any.
+            let rest = rest.trim_start();
+            let rest = if rest.starts_with('(') { &rest[rest.find(')')? + 1..] } else { rest };
+            let name: String =
+                rest.trim_start().chars().take_while(|c| c.is_alphanumeric() || "_$.".contains(*c)).collect();
+            (!name.is_empty()).then_some(name)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn undefined_functions_are_read_with_and_without_a_return_value() {
+        let ptx = ".extern .func  (.param .b64 func_retval0) sys_write\n(\n\t.param .b32 sys_write_param_0\n);\n\
+                   .extern .func sys_abort\n()\n;\n.visible .func f()\n";
+        assert_eq!(super::undefined_functions(ptx), ["sys_write", "sys_abort"]);
+    }
+}
