@@ -1,7 +1,7 @@
-//! Rust's std for the GPU, checked without a GPU: std is built for the NVIDIA target
-//! (`gpu_startup_setup::std_sysroot`, kept in `target/gpu-std/`), the programs of `tests/programs-std` are built
-//! against it with the bitcode linker, and each image may leave undefined only what the startup is to define for
-//! std: the Hermit ABI functions std calls, and `__emutls_get_address` for its thread-locals (`docs/std.md`).
+//! Rust's std for the GPU, checked without a GPU: std and the startup's runtime for it are built for the NVIDIA
+//! target (`gpu_startup_setup::std_sysroot`, kept in `target/gpu-std/`), the programs of `tests/programs-std` are
+//! built against them with the bitcode linker, and each image must hold the startup's three kernels and may leave
+//! undefined only the functions of Hermit's ABI that the startup does not serve yet (`docs/std.md`).
 
 use std::path::PathBuf;
 
@@ -14,33 +14,26 @@ use xshell::{Shell, cmd};
 /// The programs' workspace.
 const PROGRAMS: &str = "tests/programs-std";
 
-/// What a std image may call without defining it: the Hermit ABI that std's Hermit layer calls (for printing,
-/// files, time, the heap, locks, randomness, exiting) and the thread-locals' accessor.
-pub const RUNTIME_FUNCTIONS: &[&str] = &[
-    "__emutls_get_address",
-    "sys_abort",
+/// The functions of Hermit's ABI that std may call and the startup does not define yet (files, time, threads,
+/// libtest's): a std image may leave these undefined, and nothing else.
+pub const NOT_YET_SERVED: &[&str] = &[
     "sys_available_parallelism",
     "sys_clock_gettime",
     "sys_close",
-    "sys_exit",
-    "sys_free",
     "sys_fstat",
-    "sys_futex_wait",
-    "sys_futex_wake",
     "sys_join",
     "sys_lseek",
-    "sys_malloc",
     "sys_open",
     "sys_read",
-    "sys_read_entropy",
     "sys_readv",
-    "sys_realloc",
     "sys_spawn2",
     "sys_stat",
-    "sys_write",
     "sys_writev",
     "sys_yield",
 ];
+
+/// The kernels every image holds.
+const KERNELS: [&str; 3] = ["_begin", "_start", "_end"];
 
 /// Builds std and the std programs for the NVIDIA target and checks their images; returns the images.
 pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
@@ -48,7 +41,8 @@ pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
     let rustc = Rustc::on_path();
     let spec = gpu_startup_setup::spec::rustc_spec(rustc.command(), &NVPTX)?;
     let spec = std_sysroot::std_spec(&gpu_startup_setup::spec::executable_spec(&NVPTX, &spec)?)?;
-    let std = std_sysroot::build(&rustc, &NVPTX, &spec, &root.join("target/gpu-std"))?;
+    let startup = root.join(NVPTX.startup_crate).join("Cargo.toml");
+    let std = std_sysroot::build(&rustc, &NVPTX, &spec, &startup, &root.join("target/gpu-std"))?;
     println!("xtask: std for nvptx {} ({})", if std.built { "built" } else { "found built" }, std.sysroot.display());
     let linker = crate::build::build_linker(sh)?;
     let target_dir = root.join("target/gpu-std/programs");
@@ -72,14 +66,21 @@ pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
         let image = out.join(format!("{program}.ptx"));
         let ptx = std::fs::read_to_string(&image).with_context(|| format!("no image {}", image.display()))?;
         let unknown: Vec<_> =
-            undefined_functions(&ptx).into_iter().filter(|name| !RUNTIME_FUNCTIONS.contains(&name.as_str())).collect();
+            undefined_functions(&ptx).into_iter().filter(|name| !NOT_YET_SERVED.contains(&name.as_str())).collect();
         ensure!(
             unknown.is_empty(),
-            "{} calls functions that neither it nor the startup's std runtime defines: {}",
+            "{} calls functions that neither it nor the startup's runtime for std defines: {}",
             image.display(),
             unknown.join(", ")
         );
-        println!("xtask: {program}: {} KB of PTX, links against std", ptx.len() / 1000);
+        for kernel in KERNELS {
+            ensure!(
+                ptx.contains(&format!(".entry {kernel}(")),
+                "{} has no kernel `{kernel}`: the startup's runtime was not linked in",
+                image.display()
+            );
+        }
+        println!("xtask: {program}: {} KB of PTX, with the startup's kernels", ptx.len() / 1000);
         images.push(image);
     }
     Ok(images)

@@ -129,7 +129,7 @@ fn prototype(ir: &str, function: &str) -> Result<Prototype> {
 
 /// The types of the parameters that start `list` (what follows a function's `(`): the first word of each, up to
 /// the closing parenthesis. Attributes may hold parentheses of their own (`dereferenceable(8)`).
-fn parameter_types(list: &str) -> Vec<&str> {
+pub(crate) fn parameter_types(list: &str) -> Vec<&str> {
     let mut depth = 0usize;
     let mut parameters = Vec::new();
     let mut start = 0;

@@ -14,6 +14,7 @@ use std::process::{Command, ExitStatus};
 use gpu_startup_targets::PtxArchError;
 
 mod constructors;
+mod entry;
 mod thread_locals;
 
 /// Globals that must survive internalization even when rustc does not export them: the loader reads or writes
@@ -72,6 +73,10 @@ pub enum LinkError {
     Constructors(String),
     #[error("the program's thread-locals cannot be reached through the runtime: {0}")]
     ThreadLocals(String),
+    #[error("the program's `main` cannot be called by the startup: {0}")]
+    Main(String),
+    #[error("runtime folder {}: {problem}", path.display())]
+    Runtime { path: PathBuf, problem: String },
     #[error("not an NVIDIA arch: {0}")]
     NotNvidiaArch(String),
     #[error("{0} is too old: the startup needs sm_70 or later (independent thread scheduling)")]
@@ -184,6 +189,9 @@ pub struct LinkRequest {
     pub target_features: Option<String>,
     pub output: PathBuf,
     pub opt_level: char,
+    /// `--runtime DIR`: folders whose every `.rlib` is an input too. A std program's spec names the startup's
+    /// runtime this way (`gpu_startup_setup::std_sysroot`), as a C toolchain adds its C library.
+    pub runtime_dirs: Vec<PathBuf>,
     /// `-v`, `--verbose`: print each LLVM tool's command line and all it says. rustc never passes it; a user may, as
     /// `-Clink-arg=--verbose`.
     pub verbose: bool,
@@ -212,6 +220,7 @@ impl LinkRequest {
             match arg {
                 "--export-symbol" => request.exports.push(utf8(arg, value(arg)?)?),
                 "-L" => request.search_dirs.push(value(arg)?.into()),
+                "--runtime" => request.runtime_dirs.push(value(arg)?.into()),
                 "--target" => request.target = Some(utf8(arg, value(arg)?)?),
                 "--target-cpu" => request.target_cpu = Some(utf8(arg, value(arg)?)?),
                 "-o" => output = Some(PathBuf::from(value(arg)?)),
@@ -247,7 +256,11 @@ impl LinkRequest {
     }
 
     fn link_in(&self, tools: &LlvmTools, work: &Path) -> Result<()> {
-        let modules = extract_bitcode(&self.inputs, work)?;
+        let mut inputs = self.inputs.clone();
+        for dir in &self.runtime_dirs {
+            inputs.extend(runtime_rlibs(dir)?);
+        }
+        let modules = extract_bitcode(&inputs, work)?;
         if modules.is_empty() {
             return Err(LinkError::NoBitcode);
         }
@@ -259,7 +272,7 @@ impl LinkRequest {
         link.args(modules.iter().map(|module| &module.path));
         tools.run(link, &modules)?;
         let linked = wrap_constructors(tools, linked, work)?;
-        let linked = emulate_thread_locals(tools, linked, self.target.as_deref(), work)?;
+        let linked = adapt_std_program(tools, linked, self.target.as_deref(), work)?;
 
         let keep = self.symbols_to_keep(tools, &linked)?;
         let optimized = work.join("optimized.bc");
@@ -315,6 +328,21 @@ impl LinkRequest {
     }
 }
 
+/// The `.rlib` files in `dir`, in name order; an error when it has none.
+fn runtime_rlibs(dir: &Path) -> Result<Vec<PathBuf>> {
+    let problem = |problem: String| LinkError::Runtime { path: dir.to_owned(), problem };
+    let entries = std::fs::read_dir(dir).map_err(|error| problem(error.to_string()))?;
+    let mut rlibs: Vec<PathBuf> = entries
+        .filter_map(|entry| Some(entry.ok()?.path()))
+        .filter(|path| path.extension().is_some_and(|extension| extension == "rlib"))
+        .collect();
+    if rlibs.is_empty() {
+        return Err(problem("it holds no .rlib".to_owned()));
+    }
+    rlibs.sort();
+    Ok(rlibs)
+}
+
 /// The linked module with its constructors wrapped ([`constructors`]), or as it is when it has none. The module is
 /// disassembled only when its bitcode names a constructor list.
 fn wrap_constructors(tools: &LlvmTools, linked: PathBuf, work: &Path) -> Result<PathBuf> {
@@ -338,9 +366,9 @@ fn wrap_constructors(tools: &LlvmTools, linked: PathBuf, work: &Path) -> Result<
     Ok(assembled)
 }
 
-/// The linked module with its thread-locals reached through the runtime ([`thread_locals`]), or as it is when it
-/// has none (no std).
-fn emulate_thread_locals(tools: &LlvmTools, linked: PathBuf, target: Option<&str>, work: &Path) -> Result<PathBuf> {
+/// The linked module with its thread-locals reached through the runtime ([`thread_locals`]) and its `main` given the
+/// startup's prototype ([`entry`]), or as it is when it has no thread-locals (no std).
+fn adapt_std_program(tools: &LlvmTools, linked: PathBuf, target: Option<&str>, work: &Path) -> Result<PathBuf> {
     let bytes = std::fs::read(&linked).map_err(|source| LinkError::Read { path: linked.clone(), source })?;
     if !thread_locals::may_have_thread_locals(&bytes) {
         return Ok(linked);
@@ -355,9 +383,12 @@ fn emulate_thread_locals(tools: &LlvmTools, linked: PathBuf, target: Option<&str
     tools.run(opt, &[])?;
     let mut disassemble = tools.command("llvm-dis");
     disassemble.arg(&lowered).arg("-o").arg("-");
-    let Some(rewritten) = thread_locals::rewrite_thread_locals(&tools.run(disassemble, &[])?)
-        .map_err(|problem| LinkError::ThreadLocals(format!("{problem:#}")))?
-    else {
+    let ir = tools.run(disassemble, &[])?;
+    let with_thread_locals =
+        thread_locals::rewrite_thread_locals(&ir).map_err(|problem| LinkError::ThreadLocals(format!("{problem:#}")))?;
+    let ir = with_thread_locals.as_deref().unwrap_or(&ir);
+    let with_main = entry::wrap_main(ir).map_err(|problem| LinkError::Main(format!("{problem:#}")))?;
+    let Some(rewritten) = with_main.or(with_thread_locals) else {
         return Ok(linked);
     };
     let source = work.join("thread-locals.ll");
@@ -586,6 +617,23 @@ mod tests {
         assert_eq!(request.output, PathBuf::from("out.ptx"));
         assert_eq!(request.opt_level, '3');
         assert_eq!(request.search_dirs.len(), 2);
+        assert!(request.runtime_dirs.is_empty());
+    }
+
+    #[test]
+    fn a_runtime_folder_gives_its_rlibs_in_order_and_one_without_any_is_an_error() {
+        let request = LinkRequest::parse(&strings("a.o --runtime /r -o out.ptx")).unwrap();
+        assert_eq!(request.runtime_dirs, [PathBuf::from("/r")]);
+        let dir = std::env::temp_dir().join(format!("gpu-linker-runtime-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let error = runtime_rlibs(&dir).unwrap_err().to_string();
+        assert_eq!(error, format!("runtime folder {}: it holds no .rlib", dir.display()));
+        for name in ["libb.rlib", "liba.rlib", "notes.txt"] {
+            std::fs::write(dir.join(name), "").unwrap();
+        }
+        assert_eq!(runtime_rlibs(&dir).unwrap(), [dir.join("liba.rlib"), dir.join("libb.rlib")]);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(runtime_rlibs(&dir).unwrap_err().to_string().starts_with("runtime folder "));
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! sysroot that the target's builds use with `--sysroot` (`docs/std.md`).
 //!
 //! std is built for its Hermit layer (the target spec says `"os": "hermit"`), which calls a small C-like ABI
-//! (`sys_write`, `sys_malloc`, ...) for the startup to serve. Thread-locals are emulated (`"tls-model":
-//! "emulated"`): the bitcode linker routes every access through `__emutls_get_address` (`gpu-bitcode-linker`'s
-//! `thread_locals`).
+//! (`sys_write`, `sys_malloc`, ...) that the startup serves: the startup's runtime is built for the same spec and
+//! sysroot, and the spec has the bitcode linker add it to every program. Thread-locals are emulated
+//! (`"tls-model": "emulated"`): the bitcode linker routes every access through `__emutls_get_address`
+//! (`gpu-bitcode-linker`'s `thread_locals`).
 //!
 //! std is built as the library's own Cargo workspace (the `Cargo.toml` of Rust's `library` folder), the way Rust's
 //! bootstrap builds it: `RUSTC_BOOTSTRAP=1` and `-Zforce-unstable-if-unmarked`, nothing meant only for cargo's
@@ -53,18 +54,31 @@ pub fn std_spec(executable_spec: &str) -> Result<String> {
     Ok(text)
 }
 
-/// A built std: the sysroot to pass with `--sysroot`, and the spec to build with.
+/// A built std: the sysroot to pass with `--sysroot`, the spec to build with, and the startup's runtime that the
+/// spec has the bitcode linker add to every program (`--runtime`).
 #[derive(Clone, Debug)]
 pub struct StdSysroot {
     pub sysroot: PathBuf,
     pub spec: PathBuf,
-    /// Whether this call built it (false: it was in the cache).
+    pub runtime: PathBuf,
+    /// Whether this call built std (false: it was in the cache).
     pub built: bool,
 }
 
 /// std for `target`, built with the toolchain `rustc` runs (whose `cargo` builds it) from `std_spec` (the text of
-/// its spec, [`std_spec`]), kept under `cache`.
-pub fn build(rustc: &Rustc, target: &Target, std_spec: &str, cache: &Path) -> Result<StdSysroot> {
+/// its spec, [`std_spec`]), kept under `cache`; then the startup crate of `startup` (its `Cargo.toml`), built for
+/// it without its panic handler and global allocator (std has its own) as the runtime every std program links.
+/// std is built once per toolchain, spec and patches; the runtime each time, which cargo makes quick when its
+/// sources did not change.
+pub fn build(rustc: &Rustc, target: &Target, std_spec: &str, startup: &Path, cache: &Path) -> Result<StdSysroot> {
+    let std = build_std(rustc, target, std_spec, cache)?;
+    build_runtime(rustc, &std, startup)
+        .with_context(|| format!("building the startup's runtime for std on {}", target.name))?;
+    Ok(std)
+}
+
+/// std alone, as [`build`] describes.
+fn build_std(rustc: &Rustc, target: &Target, std_spec: &str, cache: &Path) -> Result<StdSysroot> {
     ensure!(
         target.linker == Linker::BitcodeLinker,
         "std is built for the NVIDIA target only so far: {}'s thread-locals need a rewrite before its code generation",
@@ -73,15 +87,26 @@ pub fn build(rustc: &Rustc, target: &Target, std_spec: &str, cache: &Path) -> Re
     let name = std_spec_name(target);
     let toolchain_sysroot = PathBuf::from(output_of(rustc.command().args(["--print", "sysroot"]))?.trim());
     let version = output_of(rustc.command().arg("-vV"))?;
-    let key = cache_key(&[&version, std_spec, &PATCHES.iter().map(|(_, text)| *text).collect::<String>()]);
+    // The spec as programs get it, but for the cache folder in its runtime's path, which the key names.
+    let spec_shape = with_runtime(std_spec, Path::new("runtime"))?;
+    let key = cache_key(&[&version, &spec_shape, &PATCHES.iter().map(|(_, text)| *text).collect::<String>()]);
     let dir = cache.join(format!("{name}-{key}"));
-    let result = StdSysroot { sysroot: dir.join("sysroot"), spec: dir.join(format!("{name}.json")), built: false };
+    let runtime = dir.join("sysroot/lib/rustlib").join(&name).join("runtime");
+    let result = StdSysroot {
+        sysroot: dir.join("sysroot"),
+        spec: dir.join(format!("{name}.json")),
+        runtime: runtime.clone(),
+        built: false,
+    };
     if dir.join("complete").is_file() {
         return Ok(result);
     }
+    // The spec names where the runtime will be: std is built with the very spec programs use, as rustc tells
+    // targets apart by their spec's contents.
+    let std_spec = with_runtime(std_spec, &runtime)?;
     let work = cache.join(format!("{name}-{key}.tmp{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
-    let built = build_in(rustc, &toolchain_sysroot, &name, std_spec, &work);
+    let built = build_in(rustc, &toolchain_sysroot, &name, &std_spec, &work);
     if let Err(error) = built {
         return Err(error.context(format!("building std for {} (its files: {})", target.name, work.display())));
     }
@@ -91,6 +116,57 @@ pub fn build(rustc: &Rustc, target: &Target, std_spec: &str, cache: &Path) -> Re
         ensure!(dir.join("complete").is_file(), "cannot move the built std to {}", dir.display());
     }
     Ok(StdSysroot { built: true, ..result })
+}
+
+/// `spec` with the bitcode linker told to link every rlib of `runtime` into each program.
+fn with_runtime(spec: &str, runtime: &Path) -> Result<String> {
+    let mut spec: Map<String, Value> = serde_json::from_str(spec).context("the std spec is not a JSON object")?;
+    let runtime = runtime.to_str().context("the cache folder's path is not UTF-8")?;
+    let mut args = Map::new();
+    args.insert("llbc".into(), Value::from(vec!["--runtime", runtime]));
+    spec.insert("post-link-args".into(), Value::Object(args));
+    let mut text = serde_json::to_string_pretty(&spec).expect("a JSON object serializes");
+    text.push('\n');
+    Ok(text)
+}
+
+/// Builds the startup crate of `startup` (its `Cargo.toml`) for `std`'s spec and sysroot, without its default
+/// features, and puts its rlibs and its dependencies' in `std.runtime` (the sysroot's own crates are not among them:
+/// every program links those anyway).
+fn build_runtime(rustc: &Rustc, std: &StdSysroot, startup: &Path) -> Result<()> {
+    let build_dir = std.sysroot.with_file_name("runtime-build");
+    let mut cargo = rustc.tool("cargo");
+    cargo
+        .arg("build")
+        .arg("--release")
+        .arg("--manifest-path")
+        .arg(startup)
+        .arg("--target-dir")
+        .arg(&build_dir)
+        .arg("--target")
+        .arg(&std.spec)
+        .args(["-Zjson-target-spec", "--no-default-features", "--message-format", "json-render-diagnostics"])
+        .env("RUSTFLAGS", format!("--sysroot {}", std.sysroot.display()))
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_RUSTFLAGS")
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped());
+    let output = cargo.output().context("cannot run cargo to build the startup")?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let first = stderr.lines().find(|line| line.starts_with("error")).unwrap_or("no error message");
+        bail!("cargo could not build {}: {}", startup.display(), one_line(&first));
+    }
+    let rlibs = artifacts(&String::from_utf8_lossy(&output.stdout));
+    ensure!(!rlibs.is_empty(), "cargo built {} but reported no rlib", startup.display());
+    let _ = std::fs::remove_dir_all(&std.runtime);
+    std::fs::create_dir_all(&std.runtime).with_context(|| format!("cannot create {}", std.runtime.display()))?;
+    for rlib in &rlibs {
+        let file = rlib.file_name().context("an artifact without a file name")?;
+        std::fs::copy(rlib, std.runtime.join(file)).with_context(|| format!("cannot copy {}", rlib.display()))?;
+    }
+    Ok(())
 }
 
 /// Builds std in `work`: the patched library, the spec, the sysroot, and the file `complete` last.

@@ -1,7 +1,7 @@
 //! The runtime: what every program runs on, whatever its language. The three kernels' bodies and the program's end
 //! ([`startup`]), constructors and destructors ([`ctor`]), the exit registry ([`atexit`]), the allocation functions
-//! over the device heap ([`allocator`]), C++'s runtime support ([`cxxabi`]) and `target_runtime!`, which gives a
-//! target crate all of it.
+//! over the device heap ([`allocator`]), C++'s runtime support ([`cxxabi`]), the operating system std runs on
+//! ([`std_os`]) and `target_runtime!`, which gives a target crate all of it.
 //!
 //! `cxxabi` is here rather than with the C library: what it provides (`__cxa_atexit`, the guards of function-local
 //! statics, `__cxa_pure_virtual`, `operator new` and `delete`) is the C++ ABI's runtime support, which registers in
@@ -15,4 +15,5 @@ pub mod atexit;
 pub mod ctor;
 pub mod cxxabi;
 pub mod startup;
+pub mod std_os;
 mod target_runtime;

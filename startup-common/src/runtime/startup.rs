@@ -43,6 +43,8 @@ pub struct Runtime<G: Gpu> {
     missing_main_reported: AtomicBool,
     control: AtomicPtr<Control>,
     arguments: Arguments,
+    /// Each GPU thread's copies of std's thread-locals (a std program's; empty otherwise).
+    thread_locals: crate::runtime::std_os::ThreadLocals,
 }
 
 /// `main`'s arguments, kept by `_begin` for the whole program: the loader's arrays live until it ends.
@@ -81,6 +83,7 @@ impl<G: Gpu> Runtime<G> {
                 argv: AtomicPtr::new(core::ptr::null_mut()),
                 envp: AtomicPtr::new(core::ptr::null_mut()),
             },
+            thread_locals: crate::runtime::std_os::ThreadLocals::new(),
         }
     }
 
@@ -92,6 +95,17 @@ impl<G: Gpu> Runtime<G> {
     /// The device heap every thread of the program shares.
     pub fn heap(&self) -> &Heap<G> {
         &self.heap
+    }
+
+    /// `__emutls_get_address` for the calling GPU thread: its copy of `control`'s thread-local
+    /// ([`std_os::ThreadLocals`](crate::runtime::std_os::ThreadLocals)).
+    ///
+    /// # Safety
+    /// `control` must be a control variable that LLVM's `lower-emutls` made.
+    pub unsafe fn thread_local(&self, control: &crate::runtime::std_os::EmutlsControl) -> *mut u8 {
+        let (thread, threads) = crate::runtime::std_os::thread_in_grid::<G>();
+        // SAFETY: the caller's control variable, and the calling thread's own index.
+        unsafe { self.thread_locals.address(&self.heap, control, thread, threads) }
     }
 
     /// The body of `_begin`, run by exactly one thread before any other kernel of the program.
@@ -128,6 +142,7 @@ impl<G: Gpu> Runtime<G> {
         self.constructed.store(false, Ordering::Relaxed);
         self.panicked.store(0, Ordering::Relaxed);
         self.missing_main_reported.store(false, Ordering::Relaxed);
+        self.thread_locals.reset();
 
         // The destructors are registered first so that they run last: after every handler that a constructor or
         // `main` registers later, as C requires of `atexit` handlers versus static destructors. Without destructors

@@ -483,5 +483,8 @@ macro_rules! target_runtime {
         fn panic(info: &::core::panic::PanicInfo<'_>) -> ! {
             RUNTIME.panic(info)
         }
+
+        #[cfg(target_os = "hermit")]
+        $crate::std_os_runtime!($gpu);
     };
 }

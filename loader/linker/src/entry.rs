@@ -1,0 +1,86 @@
+//! The program's `main` as the startup calls it: `i32 (i32, ptr, ptr)`, main's arguments with the environment.
+//!
+//! PTX calls a function only with its exact prototype, and rustc's `main` for a std program takes `(argc, argv)`.
+//! Such a `main` is renamed `__gpu_startup_program_main`, and a `main` with the startup's prototype that calls it
+//! takes its place. A `main` of the startup's prototype is left as it is; any other is an error naming it.
+//!
+//! The rewrite works on the module's text, with the thread-locals' (a std program has both).
+
+use anyhow::{Result, bail};
+
+/// What the program's own `main` is renamed when the startup's `main` wraps it.
+const RENAMED: &str = "__gpu_startup_program_main";
+
+/// `ir` (LLVM assembly) with its `main` given the startup's prototype, or `None` when it has it already or defines
+/// no `main`.
+pub fn wrap_main(ir: &str) -> Result<Option<String>> {
+    let Some((index, define)) =
+        ir.lines().enumerate().find(|(_, line)| line.starts_with("define ") && line.contains(" @main("))
+    else {
+        return Ok(None);
+    };
+    let at = define.find(" @main(").expect("found above");
+    let return_type = define[..at].split_whitespace().last().unwrap_or_default();
+    let parameters = crate::constructors::parameter_types(&define[at + " @main(".len()..]);
+    let call = match (return_type, parameters.as_slice()) {
+        ("i32", ["i32", "ptr", "ptr"]) => return Ok(None),
+        ("i32", ["i32", "ptr"]) => format!("call i32 @{RENAMED}(i32 %0, ptr %1)"),
+        ("i32", []) => format!("call i32 @{RENAMED}()"),
+        _ => bail!(
+            "`main` is `{return_type} ({})`: the startup calls `int main(int, char **, char **)`, and takes a `main` \
+             of that prototype, of `(int, char **)` or of none",
+            parameters.join(", ")
+        ),
+    };
+    if ir.contains(&format!("@{RENAMED}(")) {
+        bail!("the module already has a function named `{RENAMED}`");
+    }
+    let mut module = String::with_capacity(ir.len() + 160);
+    for (number, line) in ir.lines().enumerate() {
+        if number == index {
+            module.push_str(&line.replacen(" @main(", &format!(" @{RENAMED}("), 1));
+        } else {
+            module.push_str(line);
+        }
+        module.push('\n');
+    }
+    // The entry block takes `%3`, so the call's result is `%4`.
+    module.push_str(&format!("\ndefine i32 @main(i32 %0, ptr %1, ptr %2) {{\n  %4 = {call}\n  ret i32 %4\n}}\n"));
+    Ok(Some(module))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How rustc defines a std program's `main`, and what the startup's kernel does with it.
+    const STD_MAIN: &str = "define noundef i32 @main(i32 %0, ptr %1) unnamed_addr #3 {\n  ret i32 0\n}\n\n\
+                            define void @_start() {\n  %r = call i32 @main(i32 1, ptr null, ptr null)\n  ret void\n}\n";
+
+    #[test]
+    fn a_main_with_argc_and_argv_is_wrapped_and_its_callers_reach_the_wrapper() {
+        let wrapped = wrap_main(STD_MAIN).unwrap().unwrap();
+        assert!(
+            wrapped.starts_with("define noundef i32 @__gpu_startup_program_main(i32 %0, ptr %1) unnamed_addr #3 {")
+        );
+        assert!(wrapped.contains("%r = call i32 @main(i32 1, ptr null, ptr null)"), "{wrapped}");
+        assert!(wrapped.contains(
+            "define i32 @main(i32 %0, ptr %1, ptr %2) {\n  %4 = call i32 @__gpu_startup_program_main(i32 %0, ptr %1)\n"
+        ));
+    }
+
+    #[test]
+    fn a_main_without_parameters_is_wrapped_and_one_of_the_startups_prototype_is_left_alone() {
+        let without = "define i32 @main() {\n  ret i32 0\n}\n";
+        assert!(wrap_main(without).unwrap().unwrap().contains("%4 = call i32 @__gpu_startup_program_main()"));
+        let startups = "define i32 @main(i32 %0, ptr %1, ptr %2) {\n  ret i32 0\n}\n";
+        assert_eq!(wrap_main(startups).unwrap(), None);
+        assert_eq!(wrap_main("define void @f() {\n  ret void\n}\n").unwrap(), None);
+    }
+
+    #[test]
+    fn a_main_of_another_prototype_is_an_error_naming_it() {
+        let error = wrap_main("define void @main(i64 %0) {\n  ret void\n}\n").unwrap_err().to_string();
+        assert!(error.starts_with("`main` is `void (i64)`"), "{error}");
+    }
+}
