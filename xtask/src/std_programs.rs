@@ -1,7 +1,8 @@
 //! Rust's std for the GPU, checked without a GPU: std and the startup's runtime for it are built for the NVIDIA
 //! target (`gpu_startup_setup::std_sysroot`, kept in `target/gpu-std/`), the programs of `tests/programs-std` are
 //! built against them with the bitcode linker, and each image must hold the startup's three kernels and may leave
-//! undefined only the functions of Hermit's ABI that the startup does not serve yet (`docs/std.md`).
+//! undefined only the functions of Hermit's ABI that the startup does not serve yet (`docs/std.md`). The images go to
+//! `target/gpu/std/nvptx/` with their programs' `expect.toml`, for the bundle's GPU suite.
 
 use std::path::PathBuf;
 
@@ -61,6 +62,9 @@ pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
     .env("RUSTFLAGS", rustflags)
     .run()?;
     let out = target_dir.join(std_spec_name(&NVPTX)).join("release");
+    let published = out_dir();
+    let _ = std::fs::remove_dir_all(&published);
+    std::fs::create_dir_all(&published)?;
     let mut images = Vec::new();
     for program in programs()? {
         let image = out.join(format!("{program}.ptx"));
@@ -81,9 +85,20 @@ pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
             );
         }
         println!("xtask: {program}: {} KB of PTX, with the startup's kernels", ptx.len() / 1000);
+        let member = program.strip_suffix("-std").expect("programs are named <member>-std");
+        let expectation = root.join(PROGRAMS).join(member).join("expect.toml");
+        std::fs::copy(&expectation, published.join(format!("{program}.expect.toml")))
+            .with_context(|| format!("cannot copy {}", expectation.display()))?;
+        let image = published.join(format!("{program}.ptx"));
+        std::fs::write(&image, ptx)?;
         images.push(image);
     }
     Ok(images)
+}
+
+/// Where the std programs' images and expectations go, for the bundle.
+pub fn out_dir() -> PathBuf {
+    crate::project_root().join("target/gpu/std").join(NVPTX.name)
 }
 
 /// The programs of the workspace: its members' folder names, each built as the binary `<folder>-std`.

@@ -308,6 +308,9 @@ pub fn bundle(
         build::build(sh, &BuildOptions { targets: targets.to_vec(), gpu_arch, release: true, programs: Vec::new() })?;
     check_images(&images)?;
     crate::out_of_tree::check(sh, Gpus::detect())?;
+    if targets.contains(&&NVPTX) {
+        crate::std_programs::check(sh)?;
+    }
     let (loader, suite) = build_host_binaries(sh)?;
     if out.exists() {
         std::fs::remove_dir_all(out).with_context(|| format!("cannot replace {}", out.display()))?;
@@ -323,8 +326,10 @@ pub fn bundle(
         let Some(dir) = images.iter().find(|i| i.target == target).and_then(|i| i.path.parent()) else { continue };
         let dest = out.join("images").join(target.name);
         std::fs::create_dir_all(&dest)?;
-        // The suite's programs, and the crate built from outside the repository (`out_of_tree`).
-        for dir in [dir, &crate::out_of_tree::out_dir(target)] {
+        // The suite's programs, the crate built from outside the repository (`out_of_tree`) and, for NVIDIA, the
+        // std programs (`std_programs`).
+        let std_dir = (target == &NVPTX).then(crate::std_programs::out_dir);
+        for dir in [dir, &crate::out_of_tree::out_dir(target)].into_iter().chain(std_dir.as_deref()) {
             for entry in std::fs::read_dir(dir)? {
                 let path = entry?.path();
                 std::fs::copy(&path, dest.join(path.file_name().expect("a file")))?;
