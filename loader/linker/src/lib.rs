@@ -357,9 +357,13 @@ fn wrap_constructors(tools: &LlvmTools, linked: PathBuf, work: &Path) -> Result<
     else {
         return Ok(linked);
     };
-    let source = work.join("constructors.ll");
-    let assembled = work.join("constructors.bc");
-    std::fs::write(&source, rewritten).map_err(|error| LinkError::Write { path: source.clone(), source: error })?;
+    assemble(tools, &rewritten, &work.join("constructors"))
+}
+
+/// The LLVM assembly `ir` as bitcode, at `stem` with `.bc` (its text kept beside it with `.ll`).
+fn assemble(tools: &LlvmTools, ir: &str, stem: &Path) -> Result<PathBuf> {
+    let (source, assembled) = (stem.with_extension("ll"), stem.with_extension("bc"));
+    std::fs::write(&source, ir).map_err(|error| LinkError::Write { path: source.clone(), source: error })?;
     let mut assemble = tools.command("llvm-as");
     assemble.arg(&source).arg("-o").arg(&assembled);
     tools.run(assemble, &[])?;
@@ -391,13 +395,7 @@ fn adapt_std_program(tools: &LlvmTools, linked: PathBuf, target: Option<&str>, w
     let Some(rewritten) = with_main.or(with_thread_locals) else {
         return Ok(linked);
     };
-    let source = work.join("thread-locals.ll");
-    let assembled = work.join("thread-locals.bc");
-    std::fs::write(&source, rewritten).map_err(|error| LinkError::Write { path: source.clone(), source: error })?;
-    let mut assemble = tools.command("llvm-as");
-    assemble.arg(&source).arg("-o").arg(&assembled);
-    tools.run(assemble, &[])?;
-    Ok(assembled)
+    assemble(tools, &rewritten, &work.join("std-program"))
 }
 
 /// The lowest PTX ISA version (times ten) that supports `arch` (the table is the nvptx target's,

@@ -135,38 +135,11 @@ fn with_runtime(spec: &str, runtime: &Path) -> Result<String> {
 /// every program links those anyway).
 fn build_runtime(rustc: &Rustc, std: &StdSysroot, startup: &Path) -> Result<()> {
     let build_dir = std.sysroot.with_file_name("runtime-build");
-    let mut cargo = rustc.tool("cargo");
-    cargo
-        .arg("build")
-        .arg("--release")
-        .arg("--manifest-path")
-        .arg(startup)
-        .arg("--target-dir")
-        .arg(&build_dir)
-        .arg("--target")
-        .arg(&std.spec)
-        .args(["-Zjson-target-spec", "--no-default-features", "--message-format", "json-render-diagnostics"])
-        .env("RUSTFLAGS", format!("--sysroot {}", std.sysroot.display()))
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_BUILD_RUSTFLAGS")
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .stdout(Stdio::piped());
-    let output = cargo.output().context("cannot run cargo to build the startup")?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let first = stderr.lines().find(|line| line.starts_with("error")).unwrap_or("no error message");
-        bail!("cargo could not build {}: {}", startup.display(), one_line(&first));
-    }
-    let rlibs = artifacts(&String::from_utf8_lossy(&output.stdout));
+    let cargo = cargo_build(rustc, startup, &build_dir, &std.spec);
+    let rlibs = rlibs_built(cargo, &format!("--sysroot {}", std.sysroot.display()), &startup.display().to_string())?;
     ensure!(!rlibs.is_empty(), "cargo built {} but reported no rlib", startup.display());
     let _ = std::fs::remove_dir_all(&std.runtime);
-    std::fs::create_dir_all(&std.runtime).with_context(|| format!("cannot create {}", std.runtime.display()))?;
-    for rlib in &rlibs {
-        let file = rlib.file_name().context("an artifact without a file name")?;
-        std::fs::copy(rlib, std.runtime.join(file)).with_context(|| format!("cannot copy {}", rlib.display()))?;
-    }
-    Ok(())
+    copy_into(&rlibs, &std.runtime)
 }
 
 /// Builds std in `work`: the patched library, the spec, the sysroot, and the file `complete` last.
@@ -185,44 +158,18 @@ fn build_in(rustc: &Rustc, toolchain_sysroot: &Path, name: &str, std_spec: &str,
     let spec = work.join(format!("{name}.json"));
     std::fs::write(&spec, std_spec).with_context(|| format!("cannot write {}", spec.display()))?;
 
-    let mut cargo = rustc.tool("cargo");
+    let mut cargo = cargo_build(rustc, &library.join("Cargo.toml"), &work.join("target"), &spec);
     cargo
-        .arg("build")
-        .arg("--release")
-        .arg("--manifest-path")
-        .arg(library.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(work.join("target"))
-        .arg("--target")
-        .arg(&spec)
-        .args(["-Zjson-target-spec", "--no-default-features", "--features", "std/compiler-builtins-mem"])
-        .args(["--message-format", "json-render-diagnostics"])
+        .args(["--features", "std/compiler-builtins-mem"])
         .args(CRATES.iter().flat_map(|name| ["-p", name]))
         // What Rust's bootstrap gives the library's build: its unstable features, and every crate it depends on
         // marked unstable, as the crates of a sysroot are.
-        .env("RUSTC_BOOTSTRAP", "1")
-        .env("RUSTFLAGS", "-Zforce-unstable-if-unmarked")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_BUILD_RUSTFLAGS")
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .stdout(Stdio::piped());
-    let output = cargo.output().context("cannot run cargo to build std")?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let first = stderr.lines().find(|line| line.starts_with("error")).unwrap_or("no error message");
-        bail!("cargo could not build std: {}", one_line(&first));
-    }
-    let rlibs = artifacts(&String::from_utf8_lossy(&output.stdout));
+        .env("RUSTC_BOOTSTRAP", "1");
+    let rlibs = rlibs_built(cargo, "-Zforce-unstable-if-unmarked", "std")?;
     ensure!(rlibs.iter().any(|rlib| rlib.ends_with("libstd.rlib")), "cargo built std but reported no libstd.rlib");
 
     let rustlib = work.join("sysroot/lib/rustlib");
-    let libs = rustlib.join(name).join("lib");
-    std::fs::create_dir_all(&libs).with_context(|| format!("cannot create {}", libs.display()))?;
-    for rlib in &rlibs {
-        let file = rlib.file_name().context("an artifact without a file name")?;
-        std::fs::copy(rlib, libs.join(file)).with_context(|| format!("cannot copy {}", rlib.display()))?;
-    }
+    copy_into(&rlibs, &rustlib.join(name).join("lib"))?;
     // The host's part of the toolchain, where rustc's `-L` to the target's libraries leads the bitcode linker to
     // the LLVM tools (`<sysroot>/lib/rustlib/<host>/bin`).
     let host = host_triple(&output_of(rustc.command().arg("-vV"))?)?;
@@ -233,6 +180,45 @@ fn build_in(rustc: &Rustc, toolchain_sysroot: &Path, name: &str, std_spec: &str,
     let _ = std::fs::remove_dir_all(work.join("target"));
     std::fs::write(work.join("complete"), "").context("cannot mark the built std complete")?;
     Ok(())
+}
+
+/// `cargo build --release` of the package or workspace of `manifest` for the spec at `spec`, without default
+/// features, into `target_dir`.
+fn cargo_build(rustc: &Rustc, manifest: &Path, target_dir: &Path, spec: &Path) -> Command {
+    let mut cargo = rustc.tool("cargo");
+    cargo.args(["build", "--release", "--no-default-features", "-Zjson-target-spec"]);
+    cargo.arg("--manifest-path").arg(manifest).arg("--target-dir").arg(target_dir).arg("--target").arg(spec);
+    cargo
+}
+
+/// Copies each of `rlibs` into `dir`, which it makes.
+fn copy_into(rlibs: &[PathBuf], dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for rlib in rlibs {
+        let file = rlib.file_name().context("an artifact without a file name")?;
+        std::fs::copy(rlib, dir.join(file)).with_context(|| format!("cannot copy {}", rlib.display()))?;
+    }
+    Ok(())
+}
+
+/// Runs the cargo build `cargo` with `rustflags` for its target (and none from the caller's environment) and returns
+/// the rlibs it made; an error with cargo's first error line, naming `what` it built, when it fails.
+fn rlibs_built(mut cargo: Command, rustflags: &str, what: &str) -> Result<Vec<PathBuf>> {
+    cargo
+        .args(["--message-format", "json-render-diagnostics"])
+        .env("RUSTFLAGS", rustflags)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_RUSTFLAGS")
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped());
+    let output = cargo.output().with_context(|| format!("cannot run cargo to build {what}"))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let first = stderr.lines().find(|line| line.starts_with("error")).unwrap_or("no error message");
+        bail!("cargo could not build {what}: {}", one_line(&first));
+    }
+    Ok(artifacts(&String::from_utf8_lossy(&output.stdout)))
 }
 
 /// The rlibs of the `compiler-artifact` messages of a cargo build (`--message-format json`).

@@ -80,6 +80,8 @@ error_numbers! {
     EOVERFLOW = 75, "Value too large for defined data type";
     EILSEQ = 84, "Invalid or incomplete multibyte or wide character";
     EOPNOTSUPP = 95, "Operation not supported";
+    /// A wait whose time limit passed (std's futex waits on the GPU).
+    ETIMEDOUT = 110, "Connection timed out";
     ESTALE = 116, "Stale file handle";
     EDQUOT = 122, "Disk quota exceeded";
 }

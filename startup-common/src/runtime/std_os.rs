@@ -7,18 +7,11 @@ use core::ffi::c_int;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use crate::gpu::Gpu;
+// Hermit's error numbers, which these functions return negated, are Linux's, as the contract's are.
+use crate::libc::errno;
 use crate::libc::heap::Heap;
 use crate::libc::io::{self, Stream};
 use crate::rpc::Client;
-
-/// Hermit's error numbers that these functions return (negated), which are Linux's.
-pub mod errno {
-    pub const EBADF: i32 = 9;
-    pub const EAGAIN: i32 = 11;
-    pub const ENOMEM: i32 = 12;
-    pub const EINVAL: i32 = 22;
-    pub const ETIMEDOUT: i32 = 110;
-}
 
 /// `sys_write`: `bytes` to standard output (1) or standard error (2), whole; `-EBADF` for any other descriptor.
 pub fn write<G: Gpu>(client: &Client<G>, fd: c_int, bytes: &[u8]) -> isize {
