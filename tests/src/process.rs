@@ -109,7 +109,9 @@ pub(crate) fn run_with_limit(
                 loader_started = Some(Instant::now());
             }
             if loader_started.is_some_and(|at| at.elapsed() >= after) {
-                for &process in if loaders.is_empty() { std::slice::from_ref(&target) } else { &loaders[..] } {
+                // A wrapped loader that already ended gets nothing: the wrapper is about to end too.
+                let recipients = if own_group { &loaders[..] } else { std::slice::from_ref(&target) };
+                for &process in recipients {
                     // SAFETY: sends a signal to our own child or a child of it: the child has not been reaped
                     // (try_wait saw it running), so its id cannot have been reused, and its children are its own.
                     unsafe { libc::kill(process, signal) };
@@ -192,11 +194,12 @@ mod tests {
     #[test]
     fn a_wrapped_case_signals_its_loader_once_the_wrapper_started_it() {
         let mut command = std::process::Command::new("bash");
-        // The wrapper starts its "loader" after a while without a child of its own (a loop of bash's), and reports how
-        // the loader ended; a SIGINT to the wrapper would end it with nothing printed.
+        // The wrapper starts its "loader" only after longer than the signal's delay without a child of its own (a
+        // loop of bash's, about a second), and reports how the loader ended; a SIGINT to the wrapper would end it
+        // with nothing printed.
         command.args([
             "-c",
-            "for ((i = 0; i < 200000; i++)); do :; done; sh -c 'trap \"exit 7\" INT; while :; do sleep 0.01; done'; echo $?",
+            "for ((i = 0; i < 1000000; i++)); do :; done; sh -c 'trap \"exit 7\" INT; while :; do sleep 0.01; done'; echo $?",
         ]);
         let interrupt = Some((std::time::Duration::from_millis(100), libc::SIGINT));
         let output = super::run_with_limit(command, std::time::Duration::from_secs(20), interrupt, None, true).unwrap();
