@@ -108,11 +108,15 @@ pub struct EmutlsControl {
     pub initial: *const u8,
 }
 
+// SAFETY: every thread reads `size`, `align` and the initial value, which nothing writes; `index` is an atomic.
+unsafe impl Sync for EmutlsControl {}
+
 /// Every GPU thread's thread-locals for one run: a table per thread, found by the thread's index in the grid, each
 /// holding the thread's copy of every thread-local it used, by the thread-local's index.
 pub struct ThreadLocals {
-    /// The tables of the run's threads (null until a thread first asks), a heap block of one pointer per thread.
-    tables: AtomicPtr<AtomicPtr<Table>>,
+    /// The tables of the run's threads (null until a thread first asks): a heap block, a [`Tables`] header then one
+    /// pointer per thread.
+    tables: AtomicPtr<Tables>,
     /// The next thread-local's index. Kept across runs, as the indices the control variables hold are.
     next_index: AtomicUsize,
 }
@@ -215,34 +219,45 @@ impl ThreadLocals {
         }
     }
 
-    /// Where thread `thread`'s table pointer lives, the run's tables made at the first call; `None` when the heap has
-    /// no room for them.
+    /// Where thread `thread`'s table pointer lives; `None` when the heap has no room for the tables. The tables are
+    /// made at the first call of a run, and made anew, empty, for a kernel with more threads than they hold: the
+    /// threads of `_begin` and `_start` are not the same threads.
     fn table_slot<G: Gpu>(&self, heap: &Heap<G>, thread: u64, threads: u64) -> Option<&AtomicPtr<Table>> {
-        let mut tables = self.tables.load(Ordering::Acquire);
-        if tables.is_null() {
-            let bytes = usize::try_from(threads).ok()?.checked_mul(size_of::<AtomicPtr<Table>>())?;
-            let new = heap.allocate(bytes, align_of::<AtomicPtr<Table>>()).cast::<AtomicPtr<Table>>();
-            if new.is_null() {
-                return None;
-            }
-            // SAFETY: `new` has room for `threads` pointers, which null starts.
-            unsafe { new.write_bytes(0, threads as usize) };
-            tables = match self.tables.compare_exchange(core::ptr::null_mut(), new, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => new,
-                Err(theirs) => {
-                    // SAFETY: `new` was never shared.
-                    let _ = unsafe { heap.deallocate(new.cast()) };
-                    theirs
-                }
-            };
-        }
         if thread >= threads {
             return None;
         }
-        // SAFETY: the tables hold `threads` pointers for this run, and `thread` is below that.
-        Some(unsafe { &*tables.add(thread as usize) })
+        loop {
+            let tables = self.tables.load(Ordering::Acquire);
+            // SAFETY: published tables are a heap block of this run: a `Tables` header and its `count` pointers.
+            let count = if tables.is_null() { 0 } else { unsafe { (*tables).count } };
+            if threads <= count as u64 {
+                // SAFETY: `thread` is below `threads`, which is at most the tables' count.
+                return Some(unsafe { &*tables.add(1).cast::<AtomicPtr<Table>>().add(thread as usize) });
+            }
+            let count = usize::try_from(threads).ok()?;
+            let bytes = count.checked_mul(size_of::<AtomicPtr<Table>>())?.checked_add(size_of::<Tables>())?;
+            let new = heap.allocate(bytes, align_of::<Tables>()).cast::<Tables>();
+            if new.is_null() {
+                return None;
+            }
+            // SAFETY: `new` has room for the header and `count` pointers, which null starts.
+            unsafe {
+                new.write(Tables { count });
+                new.add(1).cast::<AtomicPtr<Table>>().write_bytes(0, count);
+            }
+            if self.tables.compare_exchange(tables, new, Ordering::AcqRel, Ordering::Acquire).is_err() {
+                // Another thread of the kernel published its tables first: they are the ones.
+                // SAFETY: `new` was never shared.
+                let _ = unsafe { heap.deallocate(new.cast()) };
+            }
+        }
     }
+}
+
+/// The header of a run's tables: how many threads' table pointers follow it.
+#[repr(C)]
+struct Tables {
+    count: usize,
 }
 
 impl Default for ThreadLocals {
@@ -404,7 +419,52 @@ mod tests {
             assert_eq!(core::slice::from_raw_parts(other, 24), [0; 24]);
             assert_eq!((control.index.load(Ordering::Relaxed), zeroed.index.load(Ordering::Relaxed)), (1, 2));
             assert!(locals.address(&heap, &control, 4, 4).is_null(), "a thread outside the grid has no table");
+            // A kernel of more threads gets tables of its own, its threads their own copies.
+            let wider = locals.address(&heap, &control, 5, 8).cast::<u64>();
+            assert_eq!(*wider, 0x1234_5678);
+            assert_ne!(locals.address(&heap, &control, 0, 8).cast::<u64>(), mine);
         }
+    }
+
+    #[test]
+    fn threads_running_at_once_each_get_their_own_copies() {
+        let (_pool, heap) = heap();
+        let locals = ThreadLocals::new();
+        let controls: Vec<_> = (0..3)
+            .map(|_| EmutlsControl { size: 8, align: 8, index: AtomicUsize::new(0), initial: core::ptr::null() })
+            .collect();
+        let copies: Vec<Vec<usize>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..8u64)
+                .map(|thread| {
+                    let (heap, locals, controls) = (&heap, &locals, &controls);
+                    scope.spawn(move || {
+                        controls
+                            .iter()
+                            .map(|control| {
+                                // SAFETY: each host thread plays its own GPU thread of a grid of 8.
+                                let copy = unsafe { locals.address(heap, control, thread, 8) }.cast::<u64>();
+                                // SAFETY: the thread's own copy, 8 bytes.
+                                unsafe { copy.write(thread) };
+                                copy as usize
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|worker| worker.join().unwrap()).collect()
+        });
+        let mut all: Vec<usize> = copies.iter().flatten().copied().collect();
+        for (thread, mine) in copies.iter().enumerate() {
+            // SAFETY: the copies outlive the threads: the heap keeps them.
+            assert!(mine.iter().all(|&copy| unsafe { *(copy as *const u64) } == thread as u64));
+        }
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 24, "every thread's every copy is its own");
+        let mut indices: Vec<_> = controls.iter().map(|control| control.index.load(Ordering::Relaxed)).collect();
+        indices.sort();
+        indices.dedup();
+        assert_eq!(indices.len(), 3, "each thread-local has one index");
     }
 
     #[test]
