@@ -86,9 +86,16 @@ pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
         }
         println!("xtask: {program}: {} KB of PTX, with the startup's kernels", ptx.len() / 1000);
         let member = program.strip_suffix("-std").expect("programs are named <member>-std");
-        let expectation = root.join(PROGRAMS).join(member).join("expect.toml");
-        std::fs::copy(&expectation, published.join(format!("{program}.expect.toml")))
-            .with_context(|| format!("cannot copy {}", expectation.display()))?;
+        // `expect.toml` is the program's case, `expect.VARIANT.toml` a variant's, as in tests/programs.
+        for entry in std::fs::read_dir(root.join(PROGRAMS).join(member))? {
+            let path = entry?.path();
+            let name = path.file_name().and_then(|name| name.to_str()).unwrap_or_default();
+            let Some(variant) = name.strip_prefix("expect").and_then(|rest| rest.strip_suffix(".toml")) else {
+                continue;
+            };
+            std::fs::copy(&path, published.join(format!("{program}{variant}.expect.toml")))
+                .with_context(|| format!("cannot copy {}", path.display()))?;
+        }
         let image = published.join(format!("{program}.ptx"));
         std::fs::write(&image, ptx)?;
         images.push(image);

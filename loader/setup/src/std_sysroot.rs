@@ -25,8 +25,10 @@ use gpu_startup_targets::{Linker, Target};
 use crate::toolchain::{Rustc, one_line};
 
 /// The patches to Rust's library, in the order they apply: (file name, text).
-pub const PATCHES: &[(&str, &str)] =
-    &[("0001-min-align-for-gpus.patch", include_str!("../std-patches/0001-min-align-for-gpus.patch"))];
+pub const PATCHES: &[(&str, &str)] = &[
+    ("0001-min-align-for-gpus.patch", include_str!("../std-patches/0001-min-align-for-gpus.patch")),
+    ("0002-hermit-env-at-first-use.patch", include_str!("../std-patches/0002-hermit-env-at-first-use.patch")),
+];
 
 /// The crates of the library that a std program links: std and the panic runtime the GPU targets use.
 const CRATES: &[&str] = &["std", "panic_abort"];

@@ -292,6 +292,12 @@ impl<G: Gpu> Runtime<G> {
         unsafe { core::slice::from_raw_parts(argv, self.arguments.argc.load(Ordering::Relaxed)) }
     }
 
+    /// The loader's environment array as C's `environ` is: `NAME=value` C strings, then a null pointer; null before
+    /// `_begin` ran.
+    pub fn environ(&self) -> *mut *mut c_char {
+        self.arguments.envp.load(Ordering::Relaxed)
+    }
+
     /// The program's environment, `NAME=value` C strings; empty before `_begin` ran.
     pub fn envp(&self) -> &'static [*mut c_char] {
         let envp = self.arguments.envp.load(Ordering::Relaxed);

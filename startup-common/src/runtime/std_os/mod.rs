@@ -161,6 +161,13 @@ macro_rules! std_os_runtime {
             unsafe { ALLOCATOR.free(pointer.cast()) }
         }
 
+        /// The environment, for std's Hermit layer (`loader/setup/std-patches/0002-hermit-env-at-first-use.patch`):
+        /// the loader's `envp`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn sys_environ() -> *const *const ::core::ffi::c_char {
+            RUNTIME.environ().cast()
+        }
+
         /// Hermit's `sys_exit`: the program ends with `status`, as C's `exit`.
         #[unsafe(no_mangle)]
         pub extern "C" fn sys_exit(status: i32) -> ! {
