@@ -79,6 +79,30 @@ pub fn futex_wake(address: *mut u32, count: i32) -> i32 {
     if address.is_null() || count < 0 { -errno::EINVAL } else { 0 }
 }
 
+/// Hermit's clock ids.
+pub const CLOCK_REALTIME: i32 = 1;
+pub const CLOCK_MONOTONIC: i32 = 4;
+
+/// `sys_clock_gettime`: `CLOCK_MONOTONIC` from the GPU's nanosecond clock (`Instant`); `-EINVAL` for any other
+/// clock, `CLOCK_REALTIME` (`SystemTime`) included, whose epoch the GPU's clock does not promise, rather than a time
+/// that may be wrong.
+pub fn clock_gettime<G: Gpu>(clock: i32, time: &mut Timespec) -> i32 {
+    if clock != CLOCK_MONOTONIC {
+        return -errno::EINVAL;
+    }
+    let now = G::nanoseconds();
+    *time = Timespec { seconds: (now / 1_000_000_000) as i64, nanoseconds: (now % 1_000_000_000) as i32 };
+    0
+}
+
+/// `sys_usleep`: `microseconds` pass on the GPU's clock, the thread pausing between reads.
+pub fn usleep<G: Gpu>(microseconds: u64) {
+    let until = G::nanoseconds().saturating_add(microseconds.saturating_mul(1000));
+    while G::nanoseconds() < until {
+        G::sleep_briefly();
+    }
+}
+
 /// Calls of [`read_entropy`] so far, mixed into each: two calls of one thread in one nanosecond differ.
 static ENTROPY_CALLS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
@@ -195,6 +219,38 @@ macro_rules! std_os_runtime {
             unsafe { $crate::runtime::std_os::futex_wait::<$gpu>(address, expected, timeout) }
         }
 
+        /// Hermit's `sys_clock_gettime` ([`std_os::clock_gettime`]($crate::runtime::std_os::clock_gettime)).
+        ///
+        /// # Safety
+        /// `time` must be a writable `timespec`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sys_clock_gettime(clock: i32, time: *mut $crate::runtime::std_os::Timespec) -> i32 {
+            // SAFETY: std passes its own `timespec`.
+            match unsafe { time.as_mut() } {
+                Some(time) => $crate::runtime::std_os::clock_gettime::<$gpu>(clock, time),
+                None => -$crate::libc::errno::EINVAL,
+            }
+        }
+
+        /// Hermit's `sys_usleep`: `thread::sleep`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn sys_usleep(microseconds: u64) {
+            $crate::runtime::std_os::usleep::<$gpu>(microseconds)
+        }
+
+        /// Hermit's `sys_yield`: `thread::yield_now`, a pause.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn sys_yield() {
+            <$gpu as $crate::Gpu>::sleep_briefly()
+        }
+
+        /// Hermit's `sys_available_parallelism`: 1, as `thread::spawn` has nothing to run threads on; the grid's
+        /// threads are the program's parallelism.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn sys_available_parallelism() -> usize {
+            1
+        }
+
         /// Hermit's `sys_futex_wake` ([`std_os::futex_wake`]($crate::runtime::std_os::futex_wake)).
         #[unsafe(no_mangle)]
         pub extern "C" fn sys_futex_wake(address: *mut u32, count: i32) -> i32 {
@@ -229,6 +285,17 @@ macro_rules! std_os_runtime {
 mod tests {
     use super::*;
     use crate::gpu::HostThread;
+
+    #[test]
+    fn the_monotonic_clock_reads_the_gpus_and_the_real_time_clock_is_refused() {
+        let mut time = Timespec { seconds: -1, nanoseconds: -1 };
+        assert_eq!(clock_gettime::<HostThread>(CLOCK_MONOTONIC, &mut time), 0);
+        assert!(time.seconds >= 0 && (0..1_000_000_000).contains(&time.nanoseconds));
+        assert_eq!(clock_gettime::<HostThread>(CLOCK_REALTIME, &mut time), -errno::EINVAL);
+        let start = HostThread::nanoseconds();
+        usleep::<HostThread>(2000);
+        assert!(HostThread::nanoseconds() - start >= 2_000_000);
+    }
 
     #[test]
     fn entropy_fills_every_byte_and_differs_between_calls() {
