@@ -67,6 +67,43 @@ impl OpenFlags {
     }
 }
 
+impl OpenFlags {
+    /// Linux's (and Hermit's) `open` flags: the access mode in the low two bits.
+    pub const O_WRONLY: i32 = 0o1;
+    pub const O_RDWR: i32 = 0o2;
+    pub const O_CREAT: i32 = 0o100;
+    pub const O_EXCL: i32 = 0o200;
+    pub const O_TRUNC: i32 = 0o1000;
+    pub const O_APPEND: i32 = 0o2000;
+    /// Accepted and ignored: no read waits here (a read of stdin with nothing yet waits in the device's `read`).
+    pub const O_NONBLOCK: i32 = 0o4000;
+
+    /// The flags of a POSIX `open` (Rust std's `OpenOptions` on Hermit), or `None` for an access mode of 3 or a flag
+    /// not listed above (`O_DIRECTORY` among them: the host opens files only).
+    pub fn from_posix(flags: i32) -> Option<Self> {
+        let known = 3 | Self::O_CREAT | Self::O_EXCL | Self::O_TRUNC | Self::O_APPEND | Self::O_NONBLOCK;
+        if flags & !known != 0 {
+            return None;
+        }
+        let access = match flags & 3 {
+            0 => Self::READ,
+            Self::O_WRONLY => Self::WRITE,
+            Self::O_RDWR => Self::READ | Self::WRITE,
+            _ => return None,
+        };
+        let has = |flag: i32| flags & flag != 0;
+        // `O_EXCL` means something only with `O_CREAT`, as in POSIX.
+        let create = match (has(Self::O_CREAT), has(Self::O_EXCL)) {
+            (true, true) => Self::CREATE_NEW,
+            (true, false) => Self::CREATE,
+            (false, _) => 0,
+        };
+        let truncate = if has(Self::O_TRUNC) { Self::TRUNCATE } else { 0 };
+        let append = if has(Self::O_APPEND) { Self::APPEND } else { 0 };
+        Some(Self(access | create | truncate | append))
+    }
+}
+
 /// Where a seek's offset counts from: word 2 of [`FILE_SEEK`](crate::opcode::FILE_SEEK), C's `SEEK_SET`, `SEEK_CUR`,
 /// `SEEK_END`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,6 +166,62 @@ impl RemoveKind {
     }
 }
 
+/// What [`FILE_STAT`](crate::opcode::FILE_STAT) tells of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatTarget {
+    /// The path, following symbolic links (`stat`, Rust's `fs::metadata`).
+    Path,
+    /// The path itself, a symbolic link included (`lstat`, `fs::symlink_metadata`).
+    Link,
+    /// The open file with this handle (`fstat`, `File::metadata`).
+    Open(u64),
+}
+
+/// The kinds of file a [`FileStatus`] tells apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FileKind {
+    /// A device, a FIFO, a socket: anything else.
+    Other = 0,
+    File = 1,
+    Directory = 2,
+    SymbolicLink = 3,
+}
+
+impl FileKind {
+    /// The kind numbered `number`; [`FileKind::Other`] for a number that names none.
+    pub const fn from_number(number: u8) -> Self {
+        match number {
+            1 => Self::File,
+            2 => Self::Directory,
+            3 => Self::SymbolicLink,
+            _ => Self::Other,
+        }
+    }
+
+    /// The kind's bits of a POSIX `st_mode` (`S_IFREG`, `S_IFDIR`, `S_IFLNK`; `S_IFCHR` for the others).
+    pub const fn posix_mode(self) -> u32 {
+        match self {
+            Self::Other => 0o2_0000,
+            Self::File => 0o10_0000,
+            Self::Directory => 0o4_0000,
+            Self::SymbolicLink => 0o12_0000,
+        }
+    }
+}
+
+/// What a file is, as [`FILE_STAT`](crate::opcode::FILE_STAT) tells it: the kind, the permission bits (`0o7777`),
+/// the size in bytes and three times, each seconds and nanoseconds since the Unix epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStatus {
+    pub kind: FileKind,
+    pub permissions: u32,
+    pub size: u64,
+    pub modified: (i64, u32),
+    pub accessed: (i64, u32),
+    pub changed: (i64, u32),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,5 +251,31 @@ mod tests {
         for bad in ["", "x", "rw", "r++", "rx", "ax", "wxx", "z", "r,ccs=UTF-8", "R"] {
             assert_eq!(flags(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn posix_flags_become_open_flags() {
+        let flags = |posix: i32| OpenFlags::from_posix(posix).map(|flags| flags.0);
+        let (r, w, a, t, c, n) = (
+            OpenFlags::READ,
+            OpenFlags::WRITE,
+            OpenFlags::APPEND,
+            OpenFlags::TRUNCATE,
+            OpenFlags::CREATE,
+            OpenFlags::CREATE_NEW,
+        );
+        let (wronly, rdwr) = (OpenFlags::O_WRONLY, OpenFlags::O_RDWR);
+        let (creat, excl, trunc, append) =
+            (OpenFlags::O_CREAT, OpenFlags::O_EXCL, OpenFlags::O_TRUNC, OpenFlags::O_APPEND);
+        assert_eq!(flags(0), Some(r));
+        assert_eq!(flags(OpenFlags::O_NONBLOCK), Some(r));
+        assert_eq!(flags(wronly | creat | trunc), Some(w | c | t));
+        assert_eq!(flags(wronly | creat | excl), Some(w | n));
+        assert_eq!(flags(wronly | excl), Some(w));
+        assert_eq!(flags(rdwr | append | creat), Some(r | w | a | c));
+        assert_eq!(flags(3), None);
+        // O_DIRECTORY (std's `read_dir`) and anything else unknown.
+        assert_eq!(flags(0o200000), None);
+        assert_eq!(flags(1 << 30), None);
     }
 }

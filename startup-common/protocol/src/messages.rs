@@ -11,7 +11,7 @@
 use core::ffi::c_int;
 
 use crate::abi::ThreadIds;
-use crate::files::{OpenFlags, ReadMode, RemoveKind, Whence};
+use crate::files::{FileKind, FileStatus, OpenFlags, ReadMode, RemoveKind, StatTarget, Whence};
 
 /// Declares the opcodes, with the list of them and their names.
 macro_rules! opcodes {
@@ -62,6 +62,9 @@ pub mod opcode {
         FILE_REMOVE = 10,
         /// Rename: two streams, the old path (with a [`RenameHead`](super::RenameHead)) and the new.
         FILE_RENAME = 11,
+        /// Tell what a file is (`stat`, `lstat`, `fstat`): a stream with a [`StatHead`](super::StatHead) and the
+        /// path (empty for an open file); replied with a [`StatReply`](super::StatReply).
+        FILE_STAT = 12,
     }
 
     /// The first opcode of the users' range: below it, the startup's own operations (reserved, whether defined yet
@@ -365,6 +368,72 @@ impl RenameHead {
     }
 }
 
+/// The 2 head words of a [`opcode::FILE_STAT`] stream, before the path: word 0 = what to tell of (0 the path,
+/// following symbolic links; 1 the path itself; 2 the open file whose handle is word 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatHead {
+    pub target: StatTarget,
+}
+
+impl StatHead {
+    pub const fn encode(&self) -> [u64; 2] {
+        match self.target {
+            StatTarget::Path => [0, 0],
+            StatTarget::Link => [1, 0],
+            StatTarget::Open(handle) => [2, handle],
+        }
+    }
+
+    /// `None` for a target that does not exist.
+    pub const fn decode(words: [u64; 2]) -> Option<Self> {
+        let target = match words[0] {
+            0 => StatTarget::Path,
+            1 => StatTarget::Link,
+            2 => StatTarget::Open(words[1]),
+            _ => return None,
+        };
+        Some(Self { target })
+    }
+}
+
+/// The reply to [`opcode::FILE_STAT`], one packet: word 0 = the error number (0: the status follows), word 1 = the
+/// kind | permissions << 8, word 2 = the size, words 3 to 5 = the seconds of the last modification, access and status
+/// change, word 6 = their nanoseconds of modification | of access << 32, word 7 = of the status change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatReply(pub Result<FileStatus, c_int>);
+
+impl StatReply {
+    pub const fn encode(&self) -> [u64; 8] {
+        match self.0 {
+            Err(error) => [error as u64, 0, 0, 0, 0, 0, 0, 0],
+            Ok(status) => [
+                0,
+                status.kind as u64 | (status.permissions as u64) << 8,
+                status.size,
+                status.modified.0 as u64,
+                status.accessed.0 as u64,
+                status.changed.0 as u64,
+                status.modified.1 as u64 | (status.accessed.1 as u64) << 32,
+                status.changed.1 as u64,
+            ],
+        }
+    }
+
+    pub const fn decode(words: [u64; 8]) -> Self {
+        if words[0] != 0 {
+            return Self(Err(words[0] as c_int));
+        }
+        Self(Ok(FileStatus {
+            kind: FileKind::from_number(words[1] as u8),
+            permissions: (words[1] >> 8) as u32 & 0o7777,
+            size: words[2],
+            modified: (words[3] as i64, words[6] as u32),
+            accessed: (words[4] as i64, (words[6] >> 32) as u32),
+            changed: (words[5] as i64, words[7] as u32),
+        }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,6 +478,24 @@ mod tests {
         assert_eq!(FileReply(Err(2)).encode(), [0, 2]);
         assert_eq!(FileReply::decode([7, 0]), FileReply(Ok(7)));
         assert_eq!(FileReply::decode([5, 2]), FileReply(Err(2)));
+    }
+
+    #[test]
+    fn a_stat_reply_carries_every_field_and_a_stat_head_its_target() {
+        let status = FileStatus {
+            kind: FileKind::Directory,
+            permissions: 0o755,
+            size: u64::MAX - 1,
+            modified: (-5, 999_999_999),
+            accessed: (1_700_000_000, 1),
+            changed: (i64::MAX, 0),
+        };
+        assert_eq!(StatReply::decode(StatReply(Ok(status)).encode()), StatReply(Ok(status)));
+        assert_eq!(StatReply::decode(StatReply(Err(2)).encode()), StatReply(Err(2)));
+        for target in [StatTarget::Path, StatTarget::Link, StatTarget::Open(u64::MAX)] {
+            assert_eq!(StatHead::decode(StatHead { target }.encode()), Some(StatHead { target }));
+        }
+        assert_eq!(StatHead::decode([3, 0]), None);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use core::ffi::c_int;
 
 use gpu_startup_protocol::messages::{
     CloseRequest, FileReply, FlushRequest, OpenHead, ReadReplyHead, ReadRequest, RemoveHead, RenameHead, SeekRequest,
+    StatHead, StatReply,
 };
 use gpu_startup_protocol::opcode;
 
@@ -24,7 +25,8 @@ use crate::rpc::{Client, Port};
 
 /// The values the messages carry and the limits both sides keep: the contract's.
 pub use gpu_startup_protocol::files::{
-    FIRST_FILE_HANDLE, MAX_OPEN_FILES, MAX_PATH, MAX_READ, OpenFlags, ReadMode, RemoveKind, STDIN_HANDLE, Whence,
+    FIRST_FILE_HANDLE, FileKind, FileStatus, MAX_OPEN_FILES, MAX_PATH, MAX_READ, OpenFlags, ReadMode, RemoveKind,
+    STDIN_HANDLE, StatTarget, Whence,
 };
 
 /// Waits for the [`FileReply`] of the message on `port`, closes it, and returns the reply.
@@ -135,4 +137,21 @@ pub fn remove<G: Gpu>(client: &Client<G>, path: &[u8], kind: RemoveKind) -> Resu
 /// Renames `from` to `to`, replacing `to` if it is a file, as the host's `rename` does.
 pub fn rename<G: Gpu>(client: &Client<G>, from: &[u8], to: &[u8]) -> Result<(), c_int> {
     request_with_paths(client, opcode::FILE_RENAME, RenameHead.encode(), &[from, to]).map(drop)
+}
+
+/// What a file is: the one at `path` (following symbolic links or not, as `target` says), or the open file of a
+/// [`StatTarget::Open`] handle (`path` empty then).
+pub fn stat<G: Gpu>(client: &Client<G>, target: StatTarget, path: &[u8]) -> Result<FileStatus, c_int> {
+    if !client.is_ready() {
+        return Err(errno::ENOSYS);
+    }
+    if path.len() >= MAX_PATH {
+        return Err(errno::ENAMETOOLONG);
+    }
+    let mut port = client.open(opcode::FILE_STAT);
+    port.send_n_with(StatHead { target }.encode(), path);
+    let mut words = [0; 8];
+    port.recv(|packet| words = packet.get_words());
+    port.close();
+    StatReply::decode(words).0
 }

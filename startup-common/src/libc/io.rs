@@ -54,6 +54,21 @@ pub fn write_to<G: Gpu>(client: &Client<G>, destination: Destination, bytes: &[u
     send_chunk(client, destination, head::<G>(destination, 0), bytes)
 }
 
+/// Writes `pieces` to `destination` as one message (POSIX's `writev`): every piece but the last goes as a chunk
+/// marked "more follows", so the host writes them together. The error number the host returned for a file.
+pub fn write_pieces_to<'a, G: Gpu>(
+    client: &Client<G>,
+    destination: Destination,
+    pieces: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<(), c_int> {
+    let mut pieces = pieces.into_iter().peekable();
+    while let Some(piece) = pieces.next() {
+        let flags = if pieces.peek().is_some() { WriteHead::MORE } else { 0 };
+        send_chunk(client, destination, head::<G>(destination, flags), piece)?;
+    }
+    Ok(())
+}
+
 /// Writes `bytes` and a newline to `stream` as one line.
 pub fn write_line<G: Gpu>(client: &Client<G>, stream: Stream, bytes: &[u8]) {
     let destination = Destination::Stream(stream);

@@ -9,7 +9,7 @@ use gpu_startup_protocol::errno;
 use gpu_startup_protocol::messages::Destination;
 use gpu_startup_protocol::messages::{
     CloseRequest, FileReply, FileWriteHead, FileWriteReply, FlushRequest, OpenHead, ReadReplyHead, ReadRequest,
-    RemoveHead, SeekRequest, WriteHead,
+    RemoveHead, SeekRequest, StatHead, StatReply, WriteHead,
 };
 use gpu_startup_protocol::opcode;
 use gpu_startup_protocol::region::{MAX_LANES, lanes};
@@ -29,6 +29,7 @@ pub(in crate::server) const HANDLERS: &[(u32, BuiltIn)] = &[
     (opcode::FILE_FLUSH, flush),
     (opcode::FILE_REMOVE, remove),
     (opcode::FILE_RENAME, rename),
+    (opcode::FILE_STAT, stat),
 ];
 
 const LANES: usize = MAX_LANES as usize;
@@ -222,5 +223,21 @@ fn rename(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), Server
         replies[lane] = FileReply(renamed.map(|()| 0));
     }
     send_replies(port, &replies);
+    Ok(())
+}
+
+/// `FILE_STAT`: each lane's file status, or its error number.
+fn stat(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
+    let request = Paths::<2>::receive(port);
+    let mut replies = [StatReply(Err(0)); LANES];
+    for lane in port.lanes() {
+        let lane = lane as usize;
+        let status = StatHead::decode(request.heads[lane]).ok_or(errno::EINVAL).and_then(|head| {
+            let path = request.paths[lane].as_ref().map_err(|error| *error)?;
+            context.output.files.stat(head.target, path)
+        });
+        replies[lane] = StatReply(status);
+    }
+    port.send(|lane, packet| packet.set_words(replies[lane as usize].encode()));
     Ok(())
 }

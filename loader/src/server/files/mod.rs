@@ -22,7 +22,9 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use gpu_startup_protocol::errno;
-use gpu_startup_protocol::files::{FIRST_FILE_HANDLE, OpenFlags, ReadMode, RemoveKind, Whence};
+use gpu_startup_protocol::files::{
+    FIRST_FILE_HANDLE, FileKind, FileStatus, OpenFlags, ReadMode, RemoveKind, StatTarget, Whence,
+};
 
 pub use gpu_startup_protocol::files::{MAX_OPEN_FILES, MAX_PATH, MAX_READ};
 pub use read_ahead::READ_AHEAD;
@@ -242,6 +244,21 @@ impl Files {
         fs::rename(self.host_path(from)?, self.host_path(to)?).map_err(|error| error_number(&error))
     }
 
+    /// What `target` is: the file at `path` (following links, or not) or the open file `handle` names, whose size
+    /// counts what it holds (written out first).
+    pub fn stat(&mut self, target: StatTarget, path: &[u8]) -> Result<FileStatus, c_int> {
+        let metadata = match target {
+            StatTarget::Path => fs::metadata(self.host_path(path)?),
+            StatTarget::Link => fs::symlink_metadata(self.host_path(path)?),
+            StatTarget::Open(handle) => {
+                let file = self.file(handle)?;
+                file.write_out().map_err(|error| error_number(&error))?;
+                file.file.metadata()
+            }
+        };
+        metadata.map(|metadata| file_status(&metadata)).map_err(|error| error_number(&error))
+    }
+
     /// Closes every file, writing out what each holds, as the run ends: the paths whose last writes failed, with
     /// the error.
     pub fn close_all(&mut self) -> Vec<(PathBuf, c_int)> {
@@ -316,5 +333,30 @@ impl OpenFile {
         let position = self.file.seek(target)?;
         self.read_ahead.discard();
         Ok(position)
+    }
+}
+
+/// The status the device is told of a file with `metadata`.
+fn file_status(metadata: &fs::Metadata) -> FileStatus {
+    use std::os::unix::fs::MetadataExt;
+    let file_type = metadata.file_type();
+    let kind = if file_type.is_symlink() {
+        FileKind::SymbolicLink
+    } else if file_type.is_dir() {
+        FileKind::Directory
+    } else if file_type.is_file() {
+        FileKind::File
+    } else {
+        FileKind::Other
+    };
+    // A nanosecond count outside 0..1e9 would be a broken file system's; clamp rather than send it on.
+    let time = |seconds: i64, nanoseconds: i64| (seconds, nanoseconds.clamp(0, 999_999_999) as u32);
+    FileStatus {
+        kind,
+        permissions: metadata.mode() & 0o7777,
+        size: metadata.len(),
+        modified: time(metadata.mtime(), metadata.mtime_nsec()),
+        accessed: time(metadata.atime(), metadata.atime_nsec()),
+        changed: time(metadata.ctime(), metadata.ctime_nsec()),
     }
 }

@@ -3,29 +3,19 @@
 //! GPU thread's thread-locals. `target_runtime!` exports them as C functions in a program built for the std target
 //! (`target_os = "hermit"`).
 
-use core::ffi::c_int;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::gpu::Gpu;
 // Hermit's error numbers, which these functions return negated, are Linux's, as the contract's are.
 use crate::libc::errno;
-use crate::libc::io::{self, Stream};
-use crate::rpc::Client;
 
+mod files;
 mod thread_locals;
 
+pub use files::{
+    IoVec, Stat, close, open, read, read_vectored, seek, stat_open, stat_path, unlink, write, write_vectored,
+};
 pub use thread_locals::{EmutlsControl, ThreadLocals};
-
-/// `sys_write`: `bytes` to standard output (1) or standard error (2), whole; `-EBADF` for any other descriptor.
-pub fn write<G: Gpu>(client: &Client<G>, fd: c_int, bytes: &[u8]) -> isize {
-    let stream = match fd {
-        1 => Stream::Stdout,
-        2 => Stream::Stderr,
-        _ => return -(errno::EBADF as isize),
-    };
-    io::write(client, stream, bytes);
-    bytes.len() as isize
-}
 
 /// Hermit's `timespec`, a relative timeout for [`futex_wait`].
 #[repr(C)]
@@ -144,7 +134,47 @@ pub fn thread_in_grid<G: Gpu>() -> (u64, u64) {
 #[macro_export]
 macro_rules! std_os_runtime {
     ($gpu:ty) => {
-        /// Hermit's `sys_write`: standard output and error, through the RPC channel.
+        /// Hermit's `sys_open` ([`std_os::open`]($crate::runtime::std_os::open)): a file, through the host.
+        ///
+        /// # Safety
+        /// `path` must be a NUL-terminated string.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sys_open(path: *const ::core::ffi::c_char, flags: i32, _mode: i32) -> i32 {
+            // SAFETY: std passes a NUL-terminated path.
+            let path = unsafe { $crate::libc::io::c_string_bytes(path) };
+            $crate::runtime::std_os::open(RUNTIME.client(), path, flags)
+        }
+
+        /// Hermit's `sys_read` ([`std_os::read`]($crate::runtime::std_os::read)): stdin or a file.
+        ///
+        /// # Safety
+        /// `bytes` must be `len` writable bytes.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sys_read(fd: i32, bytes: *mut u8, len: usize) -> isize {
+            // SAFETY: std passes a buffer of `len` bytes.
+            let bytes = unsafe { ::core::slice::from_raw_parts_mut(bytes, len) };
+            $crate::runtime::std_os::read(RUNTIME.client(), fd, bytes)
+        }
+
+        /// Hermit's `sys_readv` ([`std_os::read_vectored`]($crate::runtime::std_os::read_vectored)).
+        ///
+        /// # Safety
+        /// `pieces` must be `count` `iovec`s, each of writable bytes.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sys_readv(
+            fd: i32,
+            pieces: *const $crate::runtime::std_os::IoVec,
+            count: usize,
+        ) -> isize {
+            // SAFETY: std passes `count` iovecs over its buffers.
+            unsafe {
+                let pieces = ::core::slice::from_raw_parts(pieces, count);
+                $crate::runtime::std_os::read_vectored(RUNTIME.client(), fd, pieces)
+            }
+        }
+
+        /// Hermit's `sys_write` ([`std_os::write`]($crate::runtime::std_os::write)): the output streams or a file,
+        /// through the RPC channel.
         ///
         /// # Safety
         /// `bytes` must be `len` readable bytes.
@@ -153,6 +183,89 @@ macro_rules! std_os_runtime {
             // SAFETY: std passes a buffer of `len` bytes.
             let bytes = unsafe { ::core::slice::from_raw_parts(bytes, len) };
             $crate::runtime::std_os::write(RUNTIME.client(), fd, bytes)
+        }
+
+        /// Hermit's `sys_writev` ([`std_os::write_vectored`]($crate::runtime::std_os::write_vectored)): the pieces as
+        /// one message.
+        ///
+        /// # Safety
+        /// `pieces` must be `count` `iovec`s, each of readable bytes.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sys_writev(
+            fd: i32,
+            pieces: *const $crate::runtime::std_os::IoVec,
+            count: usize,
+        ) -> isize {
+            // SAFETY: std passes `count` iovecs over its buffers.
+            unsafe {
+                let pieces = ::core::slice::from_raw_parts(pieces, count);
+                $crate::runtime::std_os::write_vectored(RUNTIME.client(), fd, pieces)
+            }
+        }
+
+        /// Hermit's `sys_lseek` ([`std_os::seek`]($crate::runtime::std_os::seek)).
+        #[unsafe(no_mangle)]
+        pub extern "C" fn sys_lseek(fd: i32, offset: isize, whence: i32) -> isize {
+            $crate::runtime::std_os::seek(RUNTIME.client(), fd, offset, whence)
+        }
+
+        /// Hermit's `sys_close` ([`std_os::close`]($crate::runtime::std_os::close)).
+        #[unsafe(no_mangle)]
+        pub extern "C" fn sys_close(fd: i32) -> i32 {
+            $crate::runtime::std_os::close(RUNTIME.client(), fd)
+        }
+
+        /// Hermit's `sys_stat` ([`std_os::stat_path`]($crate::runtime::std_os::stat_path)): `fs::metadata`.
+        ///
+        /// # Safety
+        /// `path` must be a NUL-terminated string and `stat` a writable `stat`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sys_stat(
+            path: *const ::core::ffi::c_char,
+            stat: *mut $crate::runtime::std_os::Stat,
+        ) -> i32 {
+            // SAFETY: std passes a NUL-terminated path and its own `stat`.
+            unsafe {
+                let path = $crate::libc::io::c_string_bytes(path);
+                $crate::runtime::std_os::stat_path(RUNTIME.client(), path, true, &mut *stat)
+            }
+        }
+
+        /// Hermit's `sys_lstat`: `fs::symlink_metadata`.
+        ///
+        /// # Safety
+        /// As for `sys_stat`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sys_lstat(
+            path: *const ::core::ffi::c_char,
+            stat: *mut $crate::runtime::std_os::Stat,
+        ) -> i32 {
+            // SAFETY: std passes a NUL-terminated path and its own `stat`.
+            unsafe {
+                let path = $crate::libc::io::c_string_bytes(path);
+                $crate::runtime::std_os::stat_path(RUNTIME.client(), path, false, &mut *stat)
+            }
+        }
+
+        /// Hermit's `sys_fstat` ([`std_os::stat_open`]($crate::runtime::std_os::stat_open)): `File::metadata`.
+        ///
+        /// # Safety
+        /// `stat` must be a writable `stat`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sys_fstat(fd: i32, stat: *mut $crate::runtime::std_os::Stat) -> i32 {
+            // SAFETY: std passes its own `stat`.
+            $crate::runtime::std_os::stat_open(RUNTIME.client(), fd, unsafe { &mut *stat })
+        }
+
+        /// Hermit's `sys_unlink` ([`std_os::unlink`]($crate::runtime::std_os::unlink)): `fs::remove_file`.
+        ///
+        /// # Safety
+        /// `path` must be a NUL-terminated string.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sys_unlink(path: *const ::core::ffi::c_char) -> i32 {
+            // SAFETY: std passes a NUL-terminated path.
+            let path = unsafe { $crate::libc::io::c_string_bytes(path) };
+            $crate::runtime::std_os::unlink(RUNTIME.client(), path)
         }
 
         /// Hermit's `sys_malloc`: `size` bytes aligned to `align` on the device heap, or null.

@@ -22,6 +22,7 @@ use startup_common::rpc::testing::{self, TestOperations};
 use startup_common::rpc::{Client, HostRegion};
 
 mod c_streams;
+mod std_descriptors;
 
 use crate::server::tests::{Capture, Scribbler};
 use crate::server::{GiveUpReason, HostServer};

@@ -1,0 +1,147 @@
+//! Rust std's descriptor calls on the GPU (`startup_common::runtime::std_os`, Hermit's `sys_open`, `sys_read`, ...)
+//! against the real server, from host threads: descriptors are the host's handles, results Hermit's.
+
+use std::io::Cursor;
+
+use startup_common::libc::errno;
+use startup_common::libc::files::OpenFlags;
+use startup_common::runtime::std_os::{self, IoVec, Stat};
+
+use super::{Scratch, Setup, no_stdin};
+
+const CREATE_TRUNCATE: i32 = OpenFlags::O_WRONLY | OpenFlags::O_CREAT | OpenFlags::O_TRUNC;
+
+#[test]
+fn a_file_is_written_in_pieces_sought_read_back_and_unlinked() {
+    let scratch = Scratch::new();
+    let path = scratch.path("std.txt");
+    let mut setup = Setup::new(no_stdin());
+    setup.one(|client| {
+        let fd = std_os::open(client, &path, CREATE_TRUNCATE);
+        assert!(fd >= 3, "{fd}");
+        assert_eq!(std_os::write(client, fd, b"one "), 4);
+        let (mut two, mut three) = (*b"two ", *b"three\n");
+        let pieces = [IoVec { base: two.as_mut_ptr(), len: 4 }, IoVec { base: three.as_mut_ptr(), len: 6 }];
+        // SAFETY: each piece is its array's bytes.
+        assert_eq!(unsafe { std_os::write_vectored(client, fd, &pieces) }, 10);
+        assert_eq!(std_os::read(client, fd, &mut [0; 4]), -(errno::EBADF as isize), "opened for writing only");
+        assert_eq!(std_os::close(client, fd), 0);
+        assert_eq!(std_os::close(client, fd), -errno::EBADF, "closed once");
+
+        let fd = std_os::open(client, &path, OpenFlags::O_RDWR);
+        assert_eq!(std_os::seek(client, fd, 4, 0), 4);
+        let (mut first, mut second) = ([0u8; 3], [0u8; 64]);
+        let pieces = [IoVec { base: first.as_mut_ptr(), len: 3 }, IoVec { base: second.as_mut_ptr(), len: 64 }];
+        // SAFETY: each piece is its array's bytes.
+        assert_eq!(unsafe { std_os::read_vectored(client, fd, &pieces) }, 10, "a short read ends it");
+        assert_eq!((&first, &second[..7]), (b"two", &b" three\n"[..]));
+        assert_eq!(std_os::read(client, fd, &mut second), 0, "the end");
+        assert_eq!(std_os::seek(client, fd, -6, 2), 8);
+        assert_eq!(std_os::seek(client, fd, 0, 3), -(errno::EINVAL as isize), "no such whence");
+        assert_eq!(std_os::close(client, fd), 0);
+
+        assert_eq!(std_os::unlink(client, &path), 0);
+        assert_eq!(std_os::unlink(client, &path), -errno::ENOENT);
+        assert_eq!(std_os::open(client, &path, 0), -errno::ENOENT);
+    });
+    assert_eq!(setup.server.open_files(), 0);
+}
+
+#[test]
+fn the_standard_descriptors_do_what_they_can_and_refuse_the_rest() {
+    let scratch = Scratch::new();
+    let mut setup = Setup::new(Box::new(Cursor::new(b"typed\n".to_vec())));
+    setup.one(|client| {
+        let mut buffer = [0u8; 16];
+        assert_eq!(std_os::read(client, 0, &mut buffer), 6);
+        assert_eq!(&buffer[..6], b"typed\n");
+        assert_eq!(std_os::read(client, 0, &mut buffer), 0, "stdin's end");
+        assert_eq!(std_os::read(client, 1, &mut buffer), -(errno::EBADF as isize));
+        assert_eq!(std_os::write(client, 0, b"x"), -(errno::EBADF as isize));
+        assert_eq!(std_os::write(client, -1, b"x"), -(errno::EBADF as isize));
+        assert_eq!(std_os::write(client, 99, b"x"), -(errno::EBADF as isize), "never a handle");
+        assert_eq!(std_os::seek(client, 2, 0, 0), -(errno::ESPIPE as isize));
+        let (mut head, mut tail) = (*b"half a ", *b"line\n");
+        let pieces = [IoVec { base: head.as_mut_ptr(), len: 7 }, IoVec { base: tail.as_mut_ptr(), len: 5 }];
+        // SAFETY: each piece is its array's bytes.
+        assert_eq!(unsafe { std_os::write_vectored(client, 2, &pieces) }, 12);
+        assert_eq!(std_os::close(client, 2), 0, "the streams stay open");
+        assert_eq!(std_os::write(client, 2, b"still here\n"), 11);
+        // `read_dir` opens with O_DIRECTORY, which the host does not serve.
+        assert_eq!(std_os::open(client, &scratch.path(""), 0o200000), -errno::EINVAL);
+        assert_eq!(std_os::open(client, &scratch.path("x"), 3), -errno::EINVAL, "no such access mode");
+    });
+    assert_eq!(setup.err.text(), "half a line\nstill here\n");
+}
+
+#[test]
+fn threads_writing_vectored_lines_to_one_file_never_cut_each_other() {
+    let scratch = Scratch::new();
+    let path = scratch.path("lines.txt");
+    let mut setup = Setup::new(no_stdin());
+    let fd = setup.one(|client| std_os::open(client, &path, OpenFlags::O_WRONLY | OpenFlags::O_CREAT));
+    assert!(fd >= 3, "{fd}");
+    setup.run(8, |runtime, n| {
+        for round in 0..50 {
+            let (mut head, mut tail) = (format!("thread {n} "), format!("round {round}\n"));
+            let pieces = [
+                IoVec { base: head.as_mut_ptr(), len: head.len() },
+                IoVec { base: tail.as_mut_ptr(), len: tail.len() },
+            ];
+            // SAFETY: each piece is its string's bytes.
+            let written = unsafe { std_os::write_vectored(runtime.client(), fd, &pieces) };
+            assert_eq!(written as usize, head.len() + tail.len());
+        }
+    });
+    assert_eq!(setup.one(|client| std_os::close(client, fd)), 0);
+    let text = std::fs::read_to_string(scratch.0.join("lines.txt")).unwrap();
+    assert_eq!(text.lines().count(), 400);
+    for line in text.lines() {
+        let words: Vec<_> = line.split(' ').collect();
+        assert!(matches!(words[..], ["thread", _, "round", _]), "a cut line: {line:?}");
+    }
+}
+
+fn blank_stat() -> Stat {
+    // SAFETY: `Stat` is integers only, for which all zeroes is a value.
+    unsafe { std::mem::zeroed() }
+}
+
+#[test]
+fn stat_tells_kind_size_permissions_and_times_of_paths_and_open_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new();
+    std::fs::write(scratch.0.join("data"), b"twelve bytes").unwrap();
+    std::fs::set_permissions(scratch.0.join("data"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::os::unix::fs::symlink("data", scratch.0.join("link")).unwrap();
+    let modified = std::fs::metadata(scratch.0.join("data")).unwrap().modified().unwrap();
+    let since_epoch = modified.duration_since(std::time::UNIX_EPOCH).unwrap();
+    let mut setup = Setup::new(no_stdin());
+    setup.one(|client| {
+        let mut stat = blank_stat();
+        assert_eq!(std_os::stat_path(client, &scratch.path("data"), true, &mut stat), 0);
+        assert_eq!((stat.mode, stat.size, stat.nlink), (0o100640, 12, 1));
+        assert_eq!(
+            (stat.modified.seconds, stat.modified.nanoseconds as u32),
+            (since_epoch.as_secs() as i64, since_epoch.subsec_nanos())
+        );
+        assert_eq!(std_os::stat_path(client, &scratch.path("link"), true, &mut stat), 0);
+        assert_eq!(stat.mode & 0o170000, 0o100000, "stat follows the link");
+        assert_eq!(std_os::stat_path(client, &scratch.path("link"), false, &mut stat), 0);
+        assert_eq!(stat.mode & 0o170000, 0o120000, "lstat does not");
+        assert_eq!(std_os::stat_path(client, &scratch.path(""), true, &mut stat), 0);
+        assert_eq!(stat.mode & 0o170000, 0o040000);
+        assert_eq!(std_os::stat_path(client, &scratch.path("missing"), true, &mut stat), -errno::ENOENT);
+        assert_eq!(std_os::stat_path(client, &scratch.path("data/below"), true, &mut stat), -errno::ENOTDIR);
+
+        // An open file's size counts what the host still holds for it.
+        let fd = std_os::open(client, &scratch.path("new"), CREATE_TRUNCATE);
+        assert_eq!(std_os::write(client, fd, b"held"), 4);
+        assert_eq!(std_os::stat_open(client, fd, &mut stat), 0);
+        assert_eq!((stat.mode & 0o170000, stat.size), (0o100000, 4));
+        assert_eq!(std_os::close(client, fd), 0);
+        assert_eq!(std_os::stat_open(client, fd, &mut stat), -errno::EBADF, "closed");
+        assert_eq!(std_os::stat_open(client, 1, &mut stat), 0);
+        assert_eq!((stat.mode & 0o170000, stat.size), (0o020000, 0), "a stream is a character device");
+    });
+}
