@@ -28,6 +28,14 @@ use crate::toolchain::{Rustc, one_line};
 pub const PATCHES: &[(&str, &str)] = &[
     ("0001-min-align-for-gpus.patch", include_str!("../std-patches/0001-min-align-for-gpus.patch")),
     ("0002-hermit-env-at-first-use.patch", include_str!("../std-patches/0002-hermit-env-at-first-use.patch")),
+    (
+        "0003-hermit-read-dir-of-an-empty-directory.patch",
+        include_str!("../std-patches/0003-hermit-read-dir-of-an-empty-directory.patch"),
+    ),
+    (
+        "0004-hermit-error-kinds-as-on-unix.patch",
+        include_str!("../std-patches/0004-hermit-error-kinds-as-on-unix.patch"),
+    ),
 ];
 
 /// The crates of the library that a std program links: std and the panic runtime the GPU targets use.

@@ -35,8 +35,11 @@ impl OpenFlags {
     pub const CREATE: u64 = 16;
     /// The file must not exist: it is created, or the open fails with `EEXIST`.
     pub const CREATE_NEW: u64 = 32;
+    /// A directory, opened to read its entries ([`DirectoryEntry`]): only with [`OpenFlags::READ`]; a path that is
+    /// not a directory is `ENOTDIR`. Without this flag a directory is `EISDIR`.
+    pub const DIRECTORY: u64 = 64;
     /// Every flag there is; a head word with another bit set is `EINVAL`.
-    pub const ALL: u64 = 63;
+    pub const ALL: u64 = 127;
 
     pub const fn contains(self, flags: u64) -> bool {
         self.0 & flags == flags
@@ -77,11 +80,13 @@ impl OpenFlags {
     pub const O_APPEND: i32 = 0o2000;
     /// Accepted and ignored: no read waits here (a read of stdin with nothing yet waits in the device's `read`).
     pub const O_NONBLOCK: i32 = 0o4000;
+    pub const O_DIRECTORY: i32 = 0o200000;
 
     /// The flags of a POSIX `open` (Rust std's `OpenOptions` on Hermit), or `None` for an access mode of 3 or a flag
-    /// not listed above (`O_DIRECTORY` among them: the host opens files only).
+    /// not listed above.
     pub fn from_posix(flags: i32) -> Option<Self> {
-        let known = 3 | Self::O_CREAT | Self::O_EXCL | Self::O_TRUNC | Self::O_APPEND | Self::O_NONBLOCK;
+        let known =
+            3 | Self::O_CREAT | Self::O_EXCL | Self::O_TRUNC | Self::O_APPEND | Self::O_NONBLOCK | Self::O_DIRECTORY;
         if flags & !known != 0 {
             return None;
         }
@@ -100,7 +105,8 @@ impl OpenFlags {
         };
         let truncate = if has(Self::O_TRUNC) { Self::TRUNCATE } else { 0 };
         let append = if has(Self::O_APPEND) { Self::APPEND } else { 0 };
-        Some(Self(access | create | truncate | append))
+        let directory = if has(Self::O_DIRECTORY) { Self::DIRECTORY } else { 0 };
+        Some(Self(access | create | truncate | append | directory))
     }
 }
 
@@ -154,6 +160,8 @@ pub enum RemoveKind {
     File = 0,
     /// A file or an empty directory (C's `remove`).
     FileOrEmptyDirectory = 1,
+    /// Only an empty directory (POSIX's `rmdir`, Rust's `remove_dir`): a file is `ENOTDIR`.
+    Directory = 2,
 }
 
 impl RemoveKind {
@@ -161,6 +169,7 @@ impl RemoveKind {
         match number {
             0 => Some(Self::File),
             1 => Some(Self::FileOrEmptyDirectory),
+            2 => Some(Self::Directory),
             _ => None,
         }
     }
@@ -222,6 +231,44 @@ pub struct FileStatus {
     pub changed: (i64, u32),
 }
 
+/// One entry of a directory, as reading a handle opened with [`OpenFlags::DIRECTORY`] gives them, one after another:
+/// the inode number (8 bytes, little-endian), the [`FileKind`] (1 byte, not following a symbolic link), the name's
+/// length (1 byte) and the name (without a NUL). `.` and `..` are not listed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirectoryEntry<'a> {
+    pub inode: u64,
+    pub kind: FileKind,
+    pub name: &'a [u8],
+}
+
+/// Bytes of a [`DirectoryEntry`] before its name.
+pub const DIRECTORY_ENTRY_HEAD: usize = 10;
+
+impl<'a> DirectoryEntry<'a> {
+    /// The longest name an entry holds (Linux's `NAME_MAX`).
+    pub const MAX_NAME: usize = 255;
+
+    /// The bytes before the name: the entry is these, then the name; `None` for a name longer than
+    /// [`Self::MAX_NAME`].
+    pub fn head(&self) -> Option<[u8; DIRECTORY_ENTRY_HEAD]> {
+        let length = u8::try_from(self.name.len()).ok()?;
+        let mut head = [0; DIRECTORY_ENTRY_HEAD];
+        head[..8].copy_from_slice(&self.inode.to_le_bytes());
+        head[8] = self.kind as u8;
+        head[9] = length;
+        Some(head)
+    }
+
+    /// The entry at the start of `bytes` and the bytes it takes, or `None` when `bytes` does not hold a whole one.
+    pub fn decode(bytes: &'a [u8]) -> Option<(Self, usize)> {
+        let head = bytes.get(..DIRECTORY_ENTRY_HEAD)?;
+        let inode = u64::from_le_bytes(head[..8].try_into().ok()?);
+        let end = DIRECTORY_ENTRY_HEAD + usize::from(head[9]);
+        let name = bytes.get(DIRECTORY_ENTRY_HEAD..end)?;
+        Some((Self { inode, kind: FileKind::from_number(head[8]), name }, end))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,6 +301,20 @@ mod tests {
     }
 
     #[test]
+    fn directory_entries_round_trip_and_a_cut_one_is_not_read() {
+        let entry = DirectoryEntry { inode: 1 << 40 | 7, kind: FileKind::SymbolicLink, name: b"link" };
+        let mut bytes = std::vec::Vec::from(entry.head().unwrap());
+        bytes.extend_from_slice(entry.name);
+        bytes.extend_from_slice(&[9; 3]);
+        assert_eq!(DirectoryEntry::decode(&bytes), Some((entry, 14)));
+        assert_eq!(DirectoryEntry::decode(&bytes[..13]), None);
+        assert_eq!(DirectoryEntry::decode(&bytes[..9]), None);
+        let long = [b'x'; 256];
+        assert_eq!(DirectoryEntry { inode: 0, kind: FileKind::File, name: &long }.head(), None);
+        assert!(DirectoryEntry { inode: 0, kind: FileKind::File, name: &long[..255] }.head().is_some());
+    }
+
+    #[test]
     fn posix_flags_become_open_flags() {
         let flags = |posix: i32| OpenFlags::from_posix(posix).map(|flags| flags.0);
         let (r, w, a, t, c, n) = (
@@ -274,8 +335,7 @@ mod tests {
         assert_eq!(flags(wronly | excl), Some(w));
         assert_eq!(flags(rdwr | append | creat), Some(r | w | a | c));
         assert_eq!(flags(3), None);
-        // O_DIRECTORY (std's `read_dir`) and anything else unknown.
-        assert_eq!(flags(0o200000), None);
+        assert_eq!(flags(OpenFlags::O_DIRECTORY), Some(r | OpenFlags::DIRECTORY));
         assert_eq!(flags(1 << 30), None);
     }
 }

@@ -65,6 +65,8 @@ pub mod opcode {
         /// Tell what a file is (`stat`, `lstat`, `fstat`): a stream with a [`StatHead`](super::StatHead) and the
         /// path (empty for an open file); replied with a [`StatReply`](super::StatReply).
         FILE_STAT = 12,
+        /// Create a directory: a stream with a [`MakeDirectoryHead`](super::MakeDirectoryHead) and the path.
+        MAKE_DIRECTORY = 13,
     }
 
     /// The first opcode of the users' range: below it, the startup's own operations (reserved, whether defined yet
@@ -368,6 +370,17 @@ impl RenameHead {
     }
 }
 
+/// The head word of a [`opcode::MAKE_DIRECTORY`] stream, before the path: 0 (the host gives the directory the
+/// permissions its own process would).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MakeDirectoryHead;
+
+impl MakeDirectoryHead {
+    pub const fn encode(&self) -> [u64; 1] {
+        [0]
+    }
+}
+
 /// The 2 head words of a [`opcode::FILE_STAT`] stream, before the path: word 0 = what to tell of (0 the path,
 /// following symbolic links; 1 the path itself; 2 the open file whose handle is word 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -510,7 +523,7 @@ mod tests {
         assert_eq!(SeekRequest::decode([4, 0, 3]), None);
         let remove = RemoveHead { kind: RemoveKind::FileOrEmptyDirectory };
         assert_eq!(RemoveHead::decode(remove.encode()), Some(remove));
-        assert_eq!(RemoveHead::decode([2]), None);
+        assert_eq!(RemoveHead::decode([3]), None);
         let open = OpenHead { flags: OpenFlags(OpenFlags::READ | OpenFlags::CREATE) };
         assert_eq!(OpenHead::decode(open.encode()), open);
         assert_eq!(CloseRequest::decode(CloseRequest { handle: 8 }.encode()), CloseRequest { handle: 8 });

@@ -13,8 +13,8 @@
 use core::ffi::c_int;
 
 use gpu_startup_protocol::messages::{
-    CloseRequest, FileReply, FlushRequest, OpenHead, ReadReplyHead, ReadRequest, RemoveHead, RenameHead, SeekRequest,
-    StatHead, StatReply,
+    CloseRequest, FileReply, FlushRequest, MakeDirectoryHead, OpenHead, ReadReplyHead, ReadRequest, RemoveHead,
+    RenameHead, SeekRequest, StatHead, StatReply,
 };
 use gpu_startup_protocol::opcode;
 
@@ -25,8 +25,8 @@ use crate::rpc::{Client, Port};
 
 /// The values the messages carry and the limits both sides keep: the contract's.
 pub use gpu_startup_protocol::files::{
-    FIRST_FILE_HANDLE, FileKind, FileStatus, MAX_OPEN_FILES, MAX_PATH, MAX_READ, OpenFlags, ReadMode, RemoveKind,
-    STDIN_HANDLE, StatTarget, Whence,
+    DIRECTORY_ENTRY_HEAD, DirectoryEntry, FIRST_FILE_HANDLE, FileKind, FileStatus, MAX_OPEN_FILES, MAX_PATH, MAX_READ,
+    OpenFlags, ReadMode, RemoveKind, STDIN_HANDLE, StatTarget, Whence,
 };
 
 /// Waits for the [`FileReply`] of the message on `port`, closes it, and returns the reply.
@@ -129,9 +129,15 @@ pub fn flush<G: Gpu>(client: &Client<G>, handle: u64) -> Result<(), c_int> {
     request(client, opcode::FILE_FLUSH, FlushRequest { handle }.encode()).map(drop)
 }
 
-/// Removes the file at `path`, or, for C's `remove`, an empty directory too.
+/// Removes the file at `path`, or, for C's `remove`, an empty directory too, or (POSIX's `rmdir`) only an empty
+/// directory, as `kind` says.
 pub fn remove<G: Gpu>(client: &Client<G>, path: &[u8], kind: RemoveKind) -> Result<(), c_int> {
     request_with_paths(client, opcode::FILE_REMOVE, RemoveHead { kind }.encode(), &[path]).map(drop)
+}
+
+/// Creates the directory `path`; its parent must exist.
+pub fn make_directory<G: Gpu>(client: &Client<G>, path: &[u8]) -> Result<(), c_int> {
+    request_with_paths(client, opcode::MAKE_DIRECTORY, MakeDirectoryHead.encode(), &[path]).map(drop)
 }
 
 /// Renames `from` to `to`, replacing `to` if it is a file, as the host's `rename` does.

@@ -30,6 +30,7 @@ pub(in crate::server) const HANDLERS: &[(u32, BuiltIn)] = &[
     (opcode::FILE_REMOVE, remove),
     (opcode::FILE_RENAME, rename),
     (opcode::FILE_STAT, stat),
+    (opcode::MAKE_DIRECTORY, make_directory),
 ];
 
 const LANES: usize = MAX_LANES as usize;
@@ -239,5 +240,18 @@ fn stat(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerEr
         replies[lane] = StatReply(status);
     }
     port.send(|lane, packet| packet.set_words(replies[lane as usize].encode()));
+    Ok(())
+}
+
+/// `MAKE_DIRECTORY`: its head word says nothing yet.
+fn make_directory(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
+    let request = Paths::<1>::receive(port);
+    let mut replies = NO_REPLIES;
+    for lane in port.lanes() {
+        let lane = lane as usize;
+        let made = request.paths[lane].as_ref().map_err(|error| *error);
+        replies[lane] = FileReply(made.and_then(|path| context.output.files.make_directory(path)).map(|()| 0));
+    }
+    send_replies(port, &replies);
     Ok(())
 }

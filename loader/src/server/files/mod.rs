@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use gpu_startup_protocol::errno;
 use gpu_startup_protocol::files::{
-    FIRST_FILE_HANDLE, FileKind, FileStatus, OpenFlags, ReadMode, RemoveKind, StatTarget, Whence,
+    DirectoryEntry, FIRST_FILE_HANDLE, FileKind, FileStatus, OpenFlags, ReadMode, RemoveKind, StatTarget, Whence,
 };
 
 pub use gpu_startup_protocol::files::{MAX_OPEN_FILES, MAX_PATH, MAX_READ};
@@ -87,6 +87,8 @@ struct OpenFile {
     pending: Vec<u8>,
     /// An error writing `pending` out that the device has not been told of: the next flush or close returns it.
     deferred_error: Option<io::Error>,
+    /// For a directory opened with [`OpenFlags::DIRECTORY`]: its entries, which reads give instead of `file`'s bytes.
+    listing: Option<Listing>,
 }
 
 impl Files {
@@ -133,6 +135,9 @@ impl Files {
         if self.open.len() >= MAX_OPEN_FILES {
             return Err(errno::EMFILE);
         }
+        if flags.contains(OpenFlags::DIRECTORY) {
+            return self.open_directory(path, flags);
+        }
         let file = OpenOptions::new()
             .read(flags.contains(OpenFlags::READ))
             .write(flags.contains(OpenFlags::WRITE))
@@ -150,8 +155,6 @@ impl Files {
         if kind.is_fifo() || kind.is_socket() {
             return Err(errno::ENXIO);
         }
-        let handle = self.next_handle;
-        self.next_handle += 1;
         let open = OpenFile {
             file,
             path: path.to_owned(),
@@ -160,9 +163,41 @@ impl Files {
             read_ahead: ReadAhead::default(),
             pending: Vec::new(),
             deferred_error: None,
+            listing: None,
         };
+        Ok(self.insert(open))
+    }
+
+    /// Opens the directory at `path` to read its entries: for reading only (`EINVAL` otherwise), and only a directory
+    /// (`ENOTDIR`).
+    fn open_directory(&mut self, path: &Path, flags: OpenFlags) -> Result<u64, c_int> {
+        if flags.0 != OpenFlags::READ | OpenFlags::DIRECTORY {
+            return Err(errno::EINVAL);
+        }
+        let file = fs::File::open(path).map_err(|error| error_number(&error))?;
+        if !file.metadata().map_err(|error| error_number(&error))?.is_dir() {
+            return Err(errno::ENOTDIR);
+        }
+        let listing = Listing::new(path.to_owned()).map_err(|error| error_number(&error))?;
+        let open = OpenFile {
+            file,
+            path: path.to_owned(),
+            readable: true,
+            writable: false,
+            read_ahead: ReadAhead::default(),
+            pending: Vec::new(),
+            deferred_error: None,
+            listing: Some(listing),
+        };
+        Ok(self.insert(open))
+    }
+
+    /// A new handle for `open`.
+    fn insert(&mut self, open: OpenFile) -> u64 {
+        let handle = self.next_handle;
+        self.next_handle += 1;
         self.open.insert(handle, open);
-        Ok(handle)
+        handle
     }
 
     fn file(&mut self, handle: u64) -> Result<&mut OpenFile, c_int> {
@@ -187,7 +222,10 @@ impl Files {
                 return Err(errno::EBADF);
             }
             file.write_out().map_err(|error| error_number(&error))?;
-            file.read_ahead.take(&mut file.file, max, mode, out)
+            match &mut file.listing {
+                Some(listing) => file.read_ahead.take(listing, max, mode, out),
+                None => file.read_ahead.take(&mut file.file, max, mode, out),
+            }
         };
         taken.map_err(|error| error_number(&error))
     }
@@ -227,9 +265,13 @@ impl Files {
         self.file(handle)?.flush()
     }
 
-    /// Removes `path`: a file, or for [`RemoveKind::FileOrEmptyDirectory`] an empty directory too.
+    /// Removes `path`: a file, an empty directory too for [`RemoveKind::FileOrEmptyDirectory`], or only an empty
+    /// directory for [`RemoveKind::Directory`].
     pub fn remove(&self, path: &[u8], kind: RemoveKind) -> Result<(), c_int> {
         let path = self.host_path(path)?;
+        if kind == RemoveKind::Directory {
+            return fs::remove_dir(path).map_err(|error| error_number(&error));
+        }
         let removed = match fs::remove_file(path) {
             Err(error) if kind == RemoveKind::FileOrEmptyDirectory && path.is_dir() => {
                 fs::remove_dir(path).map_err(|_| error)
@@ -237,6 +279,11 @@ impl Files {
             removed => removed,
         };
         removed.map_err(|error| error_number(&error))
+    }
+
+    /// Creates the directory `path` (its parent must exist), with the permissions the loader's process gives.
+    pub fn make_directory(&self, path: &[u8]) -> Result<(), c_int> {
+        fs::create_dir(self.host_path(path)?).map_err(|error| error_number(&error))
     }
 
     /// Renames `from` to `to`.
@@ -316,6 +363,15 @@ impl OpenFile {
     /// Moves the position, after writing out what waits; `Current` counts from where the device is, behind what was
     /// read ahead. Telling the position (0 from `Current`) keeps what was read ahead.
     fn seek(&mut self, offset: i64, whence: Whence) -> io::Result<u64> {
+        if let Some(listing) = &mut self.listing {
+            // A directory's entries can only be read again from the start (POSIX's `rewinddir`).
+            if (offset, whence) != (0, Whence::Start) {
+                return Err(io::Error::from_raw_os_error(errno::EINVAL));
+            }
+            *listing = Listing::new(listing.path.clone())?;
+            self.read_ahead.discard();
+            return Ok(0);
+        }
         self.write_out()?;
         let unread = self.read_ahead.unread() as u64;
         if whence == Whence::Current && offset == 0 {
@@ -358,5 +414,63 @@ fn file_status(metadata: &fs::Metadata) -> FileStatus {
         modified: time(metadata.mtime(), metadata.mtime_nsec()),
         accessed: time(metadata.atime(), metadata.atime_nsec()),
         changed: time(metadata.ctime(), metadata.ctime_nsec()),
+    }
+}
+
+/// A directory's entries as the device reads them: [`DirectoryEntry`] after entry, made as they are read, so a large
+/// directory costs no more than one entry and what the read asks for.
+struct Listing {
+    path: PathBuf,
+    entries: fs::ReadDir,
+    /// The entry being read and how much of it was.
+    entry: Vec<u8>,
+    taken: usize,
+}
+
+impl Listing {
+    fn new(path: PathBuf) -> io::Result<Self> {
+        let entries = fs::read_dir(&path)?;
+        Ok(Self { path, entries, entry: Vec::new(), taken: 0 })
+    }
+
+    /// Makes the next entry the one being read; false at the end.
+    fn next_entry(&mut self) -> io::Result<bool> {
+        use std::os::unix::fs::DirEntryExt;
+        if let Some(entry) = self.entries.next() {
+            let entry = entry?;
+            let file_type = entry.file_type()?;
+            let kind = if file_type.is_symlink() {
+                FileKind::SymbolicLink
+            } else if file_type.is_dir() {
+                FileKind::Directory
+            } else if file_type.is_file() {
+                FileKind::File
+            } else {
+                FileKind::Other
+            };
+            let name = entry.file_name();
+            let name = name.as_bytes();
+            let Some(head) = (DirectoryEntry { inode: entry.ino(), kind, name }).head() else {
+                return Err(io::Error::from_raw_os_error(errno::ENAMETOOLONG));
+            };
+            self.entry.clear();
+            self.entry.extend_from_slice(&head);
+            self.entry.extend_from_slice(name);
+            self.taken = 0;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
+impl io::Read for Listing {
+    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        if self.taken == self.entry.len() && !self.next_entry()? {
+            return Ok(0);
+        }
+        let count = buffer.len().min(self.entry.len() - self.taken);
+        buffer[..count].copy_from_slice(&self.entry[self.taken..self.taken + count]);
+        self.taken += count;
+        Ok(count)
     }
 }

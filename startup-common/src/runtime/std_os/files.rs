@@ -11,7 +11,8 @@ use super::Timespec;
 use crate::gpu::Gpu;
 use crate::libc::errno;
 use crate::libc::files::{
-    self, FIRST_FILE_HANDLE, FileKind, FileStatus, OpenFlags, ReadMode, RemoveKind, STDIN_HANDLE, StatTarget, Whence,
+    self, DirectoryEntry, FIRST_FILE_HANDLE, FileKind, FileStatus, OpenFlags, ReadMode, RemoveKind, STDIN_HANDLE,
+    StatTarget, Whence,
 };
 use crate::libc::io::{self, Destination, Stream};
 use crate::rpc::Client;
@@ -162,6 +163,71 @@ pub fn close<G: Gpu>(client: &Client<G>, fd: c_int) -> c_int {
 /// `sys_unlink`: removes the file at `path` (a directory is `EISDIR`).
 pub fn unlink<G: Gpu>(client: &Client<G>, path: &[u8]) -> c_int {
     files::remove(client, path, RemoveKind::File).map_or_else(|error| -error, |()| 0)
+}
+
+/// `sys_mkdir`: creates the directory `path` (its parent must exist); the mode is the host's default.
+pub fn make_directory<G: Gpu>(client: &Client<G>, path: &[u8]) -> c_int {
+    files::make_directory(client, path).map_or_else(|error| -error, |()| 0)
+}
+
+/// `sys_rmdir`: removes the empty directory `path` (a file is `ENOTDIR`).
+pub fn remove_directory<G: Gpu>(client: &Client<G>, path: &[u8]) -> c_int {
+    files::remove(client, path, RemoveKind::Directory).map_or_else(|error| -error, |()| 0)
+}
+
+/// Bytes of Hermit's `dirent64` before the name: inode, offset of the next, record length, type.
+const DIRENT_HEAD: usize = 19;
+
+/// `sys_getdents64`: every entry of the directory `fd` names (opened with `O_DIRECTORY`), from its start, as
+/// Hermit's `dirent64` records in `buffer`; the bytes they take, or `-EINVAL` when they do not all fit (std's
+/// `read_dir` then asks again with a larger buffer, which is why each call starts over). A descriptor that is not a
+/// directory is `ENOTDIR`.
+pub fn read_directory<G: Gpu>(client: &Client<G>, fd: c_int, buffer: &mut [u8]) -> i64 {
+    let handle = match Descriptor::of(fd) {
+        Ok(Descriptor::File(handle)) => handle,
+        Ok(_) => return -i64::from(errno::ENOTDIR),
+        Err(error) => return -i64::from(error),
+    };
+    match files::stat(client, StatTarget::Open(handle), &[]) {
+        Ok(status) if status.kind == FileKind::Directory => {}
+        Ok(_) => return -i64::from(errno::ENOTDIR),
+        Err(error) => return -i64::from(error),
+    }
+    if let Err(error) = files::seek(client, handle, 0, Whence::Start) {
+        return -i64::from(error);
+    }
+    // Entries arrive as the host's records, cut anywhere: whole ones are turned into `dirent64`s, the rest waits for
+    // the next read. One record takes at most 265 bytes.
+    let mut chunk = [0u8; 512];
+    let (mut held, mut written) = (0, 0);
+    loop {
+        let mut used = 0;
+        while let Some((entry, length)) = DirectoryEntry::decode(&chunk[used..held]) {
+            let record = (DIRENT_HEAD + entry.name.len() + 1).next_multiple_of(8);
+            let Some(out) = buffer.get_mut(written..written + record) else { return -i64::from(errno::EINVAL) };
+            out.fill(0);
+            out[..8].copy_from_slice(&entry.inode.to_ne_bytes());
+            out[8..16].copy_from_slice(&((written + record) as i64).to_ne_bytes());
+            out[16..18].copy_from_slice(&(record as u16).to_ne_bytes());
+            out[18] = match entry.kind {
+                FileKind::File => 8,
+                FileKind::Directory => 4,
+                FileKind::SymbolicLink => 10,
+                FileKind::Other => 0,
+            };
+            out[DIRENT_HEAD..DIRENT_HEAD + entry.name.len()].copy_from_slice(entry.name);
+            written += record;
+            used += length;
+        }
+        chunk.copy_within(used..held, 0);
+        held -= used;
+        match files::read(client, handle, &mut chunk[held..], ReadMode::Bytes) {
+            // The end: a record cut short would be the host's fault.
+            Ok(0) => return if held == 0 { written as i64 } else { -i64::from(errno::EIO) },
+            Ok(count) => held += count,
+            Err(error) => return -i64::from(error),
+        }
+    }
 }
 
 /// Hermit's `stat`, what `sys_stat`, `sys_lstat` and `sys_fstat` fill.

@@ -13,7 +13,8 @@ mod files;
 mod thread_locals;
 
 pub use files::{
-    IoVec, Stat, close, open, read, read_vectored, seek, stat_open, stat_path, unlink, write, write_vectored,
+    IoVec, Stat, close, make_directory, open, read, read_directory, read_vectored, remove_directory, seek, stat_open,
+    stat_path, unlink, write, write_vectored,
 };
 pub use thread_locals::{EmutlsControl, ThreadLocals};
 
@@ -255,6 +256,42 @@ macro_rules! std_os_runtime {
         pub unsafe extern "C" fn sys_fstat(fd: i32, stat: *mut $crate::runtime::std_os::Stat) -> i32 {
             // SAFETY: std passes its own `stat`.
             $crate::runtime::std_os::stat_open(RUNTIME.client(), fd, unsafe { &mut *stat })
+        }
+
+        /// Hermit's `sys_mkdir` ([`std_os::make_directory`]($crate::runtime::std_os::make_directory)):
+        /// `fs::create_dir`.
+        ///
+        /// # Safety
+        /// `path` must be a NUL-terminated string.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sys_mkdir(path: *const ::core::ffi::c_char, _mode: u32) -> i32 {
+            // SAFETY: std passes a NUL-terminated path.
+            let path = unsafe { $crate::libc::io::c_string_bytes(path) };
+            $crate::runtime::std_os::make_directory(RUNTIME.client(), path)
+        }
+
+        /// Hermit's `sys_rmdir` ([`std_os::remove_directory`]($crate::runtime::std_os::remove_directory)):
+        /// `fs::remove_dir`.
+        ///
+        /// # Safety
+        /// `path` must be a NUL-terminated string.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sys_rmdir(path: *const ::core::ffi::c_char) -> i32 {
+            // SAFETY: std passes a NUL-terminated path.
+            let path = unsafe { $crate::libc::io::c_string_bytes(path) };
+            $crate::runtime::std_os::remove_directory(RUNTIME.client(), path)
+        }
+
+        /// Hermit's `sys_getdents64` ([`std_os::read_directory`]($crate::runtime::std_os::read_directory)):
+        /// `fs::read_dir`.
+        ///
+        /// # Safety
+        /// `records` must be `len` writable bytes, aligned for `dirent64`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sys_getdents64(fd: i32, records: *mut u8, len: usize) -> i64 {
+            // SAFETY: std passes a buffer of `len` bytes.
+            let records = unsafe { ::core::slice::from_raw_parts_mut(records, len) };
+            $crate::runtime::std_os::read_directory(RUNTIME.client(), fd, records)
         }
 
         /// Hermit's `sys_unlink` ([`std_os::unlink`]($crate::runtime::std_os::unlink)): `fs::remove_file`.

@@ -61,6 +61,39 @@ fn operations() -> io::Result<()> {
         Ok(_) => println!("metadata of a removed file: found"),
         Err(error) => println!("metadata of a removed file: {}", kind_and_code(&error)),
     }
+    directories()
+}
+
+/// Directories: made, listed, refused where a file is, removed.
+fn directories() -> io::Result<()> {
+    fs::create_dir_all("tree/a/b")?;
+    fs::create_dir_all("tree/a/b")?;
+    fs::write("tree/a/file.txt", "x")?;
+    let mut names: Vec<String> = fs::read_dir("tree/a")?
+        .map(|entry| {
+            let entry = entry?;
+            let kind = if entry.file_type()?.is_dir() { "directory" } else { "file" };
+            Ok(format!("{} ({kind})", entry.file_name().to_string_lossy()))
+        })
+        .collect::<io::Result<_>>()?;
+    names.sort();
+    println!("tree/a holds: {}", names.join(", "));
+    println!("tree/a/b holds {} entries", fs::read_dir("tree/a/b")?.count());
+    let report = |what: &str, result: io::Result<()>| match result {
+        Ok(()) => println!("{what}: ok"),
+        Err(error) => println!("{what}: {}", kind_and_code(&error)),
+    };
+    report("remove_dir of a full directory", fs::remove_dir("tree/a"));
+    report("remove_dir of a file", fs::remove_dir("tree/a/file.txt"));
+    report("create_dir of an existing one", fs::create_dir("tree/a"));
+    report("open a directory", File::open("tree").map(drop));
+    report("a path through a file", File::open("tree/a/file.txt/below").map(drop));
+    report("read_dir of a file", fs::read_dir("tree/a/file.txt").map(drop));
+    fs::remove_file("tree/a/file.txt")?;
+    fs::remove_dir("tree/a/b")?;
+    fs::remove_dir("tree/a")?;
+    fs::remove_dir("tree")?;
+    println!("tree removed: {}", !fs::exists("tree")?);
     Ok(())
 }
 

@@ -67,8 +67,7 @@ fn the_standard_descriptors_do_what_they_can_and_refuse_the_rest() {
         assert_eq!(unsafe { std_os::write_vectored(client, 2, &pieces) }, 12);
         assert_eq!(std_os::close(client, 2), 0, "the streams stay open");
         assert_eq!(std_os::write(client, 2, b"still here\n"), 11);
-        // `read_dir` opens with O_DIRECTORY, which the host does not serve.
-        assert_eq!(std_os::open(client, &scratch.path(""), 0o200000), -errno::EINVAL);
+        assert_eq!(std_os::open(client, &scratch.path(""), OpenFlags::O_DIRECTORY | OpenFlags::O_RDWR), -errno::EINVAL);
         assert_eq!(std_os::open(client, &scratch.path("x"), 3), -errno::EINVAL, "no such access mode");
     });
     assert_eq!(setup.err.text(), "half a line\nstill here\n");
@@ -144,4 +143,75 @@ fn stat_tells_kind_size_permissions_and_times_of_paths_and_open_files() {
         assert_eq!(std_os::stat_open(client, 1, &mut stat), 0);
         assert_eq!((stat.mode & 0o170000, stat.size), (0o020000, 0), "a stream is a character device");
     });
+}
+
+/// The `dirent64` records `read_directory` wrote: (name, type) in order, checking each record's length and offset.
+fn records(bytes: &[u8]) -> Vec<(String, u8)> {
+    let mut entries = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let length = usize::from(u16::from_ne_bytes([bytes[at + 16], bytes[at + 17]]));
+        assert_eq!(length % 8, 0);
+        let next = i64::from_ne_bytes(bytes[at + 8..at + 16].try_into().unwrap());
+        assert_eq!(next as usize, at + length);
+        let name = std::ffi::CStr::from_bytes_until_nul(&bytes[at + 19..at + length]).unwrap();
+        entries.push((name.to_str().unwrap().to_owned(), bytes[at + 18]));
+        at += length;
+    }
+    entries
+}
+
+#[test]
+fn directories_are_made_listed_whole_or_refused_for_a_small_buffer_and_removed() {
+    let scratch = Scratch::new();
+    let mut setup = Setup::new(no_stdin());
+    let many: Vec<String> = (0..300).map(|n| format!("entry-{n:03}-{}", "n".repeat(n % 200))).collect();
+    setup.one(|client| {
+        let folder = scratch.path("folder");
+        assert_eq!(std_os::make_directory(client, &folder), 0);
+        assert_eq!(std_os::make_directory(client, &folder), -errno::EEXIST);
+        assert_eq!(std_os::make_directory(client, &scratch.path("missing/below")), -errno::ENOENT);
+        let fd = std_os::open(client, &folder, OpenFlags::O_DIRECTORY);
+        assert!(fd >= 3, "{fd}");
+        let mut buffer = vec![0u8; 4096];
+        assert_eq!(std_os::read_directory(client, fd, &mut buffer), 0, "empty");
+        assert_eq!(std_os::make_directory(client, &scratch.path("folder/inner")), 0);
+        let file = std_os::open(client, &scratch.path("folder/file"), CREATE_TRUNCATE);
+        assert_eq!(std_os::read_directory(client, file, &mut buffer), -i64::from(errno::ENOTDIR));
+        assert_eq!(std_os::close(client, file), 0);
+        let written = std_os::read_directory(client, fd, &mut buffer);
+        let mut entries = records(&buffer[..written as usize]);
+        entries.sort();
+        assert_eq!(entries, [("file".to_owned(), 8), ("inner".to_owned(), 4)], "listed again from the start");
+        assert_eq!(std_os::read_directory(client, fd, &mut buffer[..24]), -i64::from(errno::EINVAL), "too small");
+        assert_eq!(std_os::close(client, fd), 0);
+
+        assert_eq!(std_os::remove_directory(client, &folder), -errno::ENOTEMPTY);
+        assert_eq!(std_os::remove_directory(client, &scratch.path("folder/file")), -errno::ENOTDIR);
+        assert_eq!(std_os::open(client, &scratch.path("folder/file"), OpenFlags::O_DIRECTORY), -errno::ENOTDIR);
+        assert_eq!(std_os::unlink(client, &scratch.path("folder/file")), 0);
+        assert_eq!(std_os::remove_directory(client, &scratch.path("folder/inner")), 0);
+        assert_eq!(std_os::remove_directory(client, &folder), 0);
+        assert_eq!(std_os::open(client, &scratch.path("folder"), OpenFlags::O_DIRECTORY), -errno::ENOENT);
+        assert_eq!(std_os::make_directory(client, &scratch.path("many")), 0);
+    });
+    for name in &many {
+        std::fs::write(scratch.0.join("many").join(name), b"").unwrap();
+    }
+    let listed = setup.one(|client| {
+        let fd = std_os::open(client, &scratch.path("many"), OpenFlags::O_DIRECTORY);
+        let mut buffer = vec![0u8; 1 << 16];
+        let written = std_os::read_directory(client, fd, &mut buffer);
+        assert_eq!(std_os::close(client, fd), 0);
+        records(&buffer[..written as usize])
+    });
+    let mut names: Vec<String> = listed
+        .into_iter()
+        .map(|(name, kind)| {
+            assert_eq!(kind, 8);
+            name
+        })
+        .collect();
+    names.sort();
+    assert_eq!(names, many, "every entry once, across many reads");
 }
