@@ -81,9 +81,12 @@ pub struct Expectation {
     pub stderr_matches: Vec<String>,
     /// Longest the whole run may take, in seconds (a hang guard, not a benchmark).
     pub max_seconds: Option<f64>,
-    /// Send this signal (`INT` or `TERM`) to the loader `interrupt-after` seconds after it started.
+    /// Send this signal (`INT` or `TERM`) to the loader `interrupt-after` seconds after it started, or, with
+    /// `interrupt-after-output`, after its first output on stdout.
     pub interrupt: Option<String>,
     pub interrupt_after: Option<f64>,
+    #[serde(default)]
+    pub interrupt_after_output: bool,
     /// `false`: the case needs no GPU (a test binary's `--list`), so it runs on every machine.
     #[serde(default = "yes")]
     pub needs_gpu: bool,
@@ -396,9 +399,11 @@ pub fn run_case_with(loaders: &Loaders, case: &Case, wrapper: &Wrapper, limit: D
     };
     command.args(case.expectation.loader_arguments(&image)).envs(&case.expectation.env).current_dir(&work_dir.0);
     let interrupt = match &case.expectation.interrupt {
-        Some(signal) => {
-            Some((Duration::from_secs_f64(case.expectation.interrupt_after.unwrap_or(1.0)), signal_number(signal)?))
-        }
+        Some(signal) => Some(process::Interrupt {
+            after: Duration::from_secs_f64(case.expectation.interrupt_after.unwrap_or(1.0)),
+            signal: signal_number(signal)?,
+            after_output: case.expectation.interrupt_after_output,
+        }),
         None => None,
     };
     let own_group = !wrapper.command.is_empty();

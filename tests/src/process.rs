@@ -53,10 +53,20 @@ impl Drop for WorkDir {
     }
 }
 
+/// A signal a case sends its loader: `signal`, `after` the loader started, or after the case's first output on stdout
+/// when `after_output` (a program that prints before it waits is then signalled while it waits, however long a busy
+/// machine takes to start it).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Interrupt {
+    pub after: Duration,
+    pub signal: i32,
+    pub after_output: bool,
+}
+
 pub(crate) fn run_with_limit(
     mut command: Command,
     limit: Duration,
-    mut interrupt: Option<(Duration, i32)>,
+    mut interrupt: Option<Interrupt>,
     stdin: Option<&str>,
     own_group: bool,
 ) -> Result<std::process::Output> {
@@ -82,14 +92,23 @@ pub(crate) fn run_with_limit(
         });
     }
     let (stdout, stderr) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
-    let read = |mut pipe: Box<dyn std::io::Read + Send>| {
+    // When the first bytes came on stdout, for an interrupt that waits for them.
+    let first_output = std::sync::Arc::new(std::sync::OnceLock::new());
+    let read = |mut pipe: Box<dyn std::io::Read + Send>,
+                first: Option<std::sync::Arc<std::sync::OnceLock<Instant>>>| {
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
-            let _ = pipe.read_to_end(&mut bytes);
+            let mut chunk = [0; 4096];
+            while let Ok(count @ 1..) = pipe.read(&mut chunk) {
+                bytes.extend_from_slice(&chunk[..count]);
+                if let Some(first) = &first {
+                    first.get_or_init(Instant::now);
+                }
+            }
             bytes
         })
     };
-    let (out_reader, err_reader) = (read(Box::new(stdout)), read(Box::new(stderr)));
+    let (out_reader, err_reader) = (read(Box::new(stdout), Some(first_output.clone())), read(Box::new(stderr), None));
     let deadline = Instant::now() + limit;
     // The child, or its whole group: `kill` takes a group as its negated id.
     let pid = child.id() as libc::pid_t;
@@ -100,7 +119,7 @@ pub(crate) fn run_with_limit(
         if let Some(status) = child.try_wait()? {
             break status;
         }
-        if let Some((after, signal)) = interrupt {
+        if let Some(Interrupt { after, signal, after_output }) = interrupt {
             // A wrapper passes the signal on to the loader it started, where the case's signal is meant to land: a
             // wrapper that gets it itself may end by it (compute-sanitizer does, with no report, leaving behind a
             // loader that waits for it forever). So the signal waits for the loader, and its delay counts from then.
@@ -108,7 +127,8 @@ pub(crate) fn run_with_limit(
             if loader_started.is_none() && !loaders.is_empty() {
                 loader_started = Some(Instant::now());
             }
-            if loader_started.is_some_and(|at| at.elapsed() >= after) {
+            let counted_from = if after_output { first_output.get().copied() } else { loader_started };
+            if loader_started.is_some() && counted_from.is_some_and(|at| at.elapsed() >= after) {
                 // A wrapped loader that already ended gets nothing: the wrapper is about to end too.
                 let recipients = if own_group { &loaders[..] } else { std::slice::from_ref(&target) };
                 for &process in recipients {
@@ -201,8 +221,28 @@ mod tests {
             "-c",
             "for ((i = 0; i < 1000000; i++)); do :; done; sh -c 'trap \"exit 7\" INT; while :; do sleep 0.01; done'; echo $?",
         ]);
-        let interrupt = Some((std::time::Duration::from_millis(100), libc::SIGINT));
+        let interrupt = Some(super::Interrupt {
+            after: std::time::Duration::from_millis(100),
+            signal: libc::SIGINT,
+            after_output: false,
+        });
         let output = super::run_with_limit(command, std::time::Duration::from_secs(20), interrupt, None, true).unwrap();
         assert_eq!(String::from_utf8_lossy(&output.stdout), "7\n");
+    }
+
+    #[test]
+    fn an_interrupt_after_output_waits_for_the_first_output_however_late() {
+        // The program prints only after 0.4 s, then waits for the signal; one sent 0.1 s after the start would end
+        // it before it printed (and before its trap), one counted from the output finds it waiting.
+        let mut command = std::process::Command::new("sh");
+        command.args(["-c", "sleep 0.4; trap 'exit 7' INT; echo ready; while :; do sleep 0.01; done"]);
+        let interrupt = Some(super::Interrupt {
+            after: std::time::Duration::from_millis(100),
+            signal: libc::SIGINT,
+            after_output: true,
+        });
+        let output =
+            super::run_with_limit(command, std::time::Duration::from_secs(20), interrupt, None, false).unwrap();
+        assert_eq!((String::from_utf8_lossy(&output.stdout).as_ref(), output.status.code()), ("ready\n", Some(7)));
     }
 }
