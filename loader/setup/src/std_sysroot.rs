@@ -36,6 +36,10 @@ pub const PATCHES: &[(&str, &str)] = &[
         "0004-hermit-error-kinds-as-on-unix.patch",
         include_str!("../std-patches/0004-hermit-error-kinds-as-on-unix.patch"),
     ),
+    (
+        "0005-gpu-panics-end-as-the-startups.patch",
+        include_str!("../std-patches/0005-gpu-panics-end-as-the-startups.patch"),
+    ),
 ];
 
 /// The crates of the library that a std program links: std and the panic runtime the GPU targets use.

@@ -337,13 +337,34 @@ impl<G: Gpu> Runtime<G> {
     /// Rust program built with `panic = "abort"` but with Rust's exit code for a panic. (Threads that wait for a
     /// panicked one never end; the loader stops waiting for them soon after the first panic.)
     pub fn panic(&self, info: &core::panic::PanicInfo<'_>) -> ! {
+        self.end_panic(|| self.report_panic(info))
+    }
+
+    /// The end of a panic whose message was printed already: std's panic hook prints it, then std's panic runtime
+    /// calls this (`loader/setup/std-patches/0005-gpu-panics-end-as-the-startups.patch`). As [`Runtime::panic`],
+    /// but the first panicking thread adds only its coordinates.
+    pub fn panic_reported(&self) -> ! {
+        self.end_panic(|| {
+            let ids = G::thread_ids();
+            let [tx, ty, tz] = ids.thread;
+            let [bx, by, bz] = ids.block;
+            crate::libc::io::print(
+                &self.client,
+                crate::libc::io::Stream::Stderr,
+                format_args!("the panic above was in thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz})\n"),
+            );
+        })
+    }
+
+    /// Counts the calling thread as panicked, has the first such thread of the run `report`, and ends the thread.
+    fn end_panic(&self, report: impl FnOnce()) -> ! {
         if !self.client.is_ready() {
             // Nothing can reach the host before `_begin` set up the channel: make the fault visible instead.
             G::trap();
         }
         let earlier = self.panicked.fetch_add(1, Ordering::Relaxed);
         if earlier == 0 {
-            self.report_panic(info);
+            report();
         }
         // Stores of different threads may land out of order: the loader reads a lower bound until `_end` stores
         // the exact count.

@@ -354,6 +354,13 @@ macro_rules! std_os_runtime {
             RUNTIME.abort()
         }
 
+        /// The end of a std program's panic, after std's hook printed its message (std's panic runtime calls it:
+        /// `loader/setup/std-patches/0005-gpu-panics-end-as-the-startups.patch`): as the startup's own panics end.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn __gpu_startup_panic_abort() -> ! {
+            RUNTIME.panic_reported()
+        }
+
         /// Hermit's `sys_futex_wait` ([`std_os::futex_wait`]($crate::runtime::std_os::futex_wait)).
         ///
         /// # Safety
