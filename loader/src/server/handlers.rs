@@ -2,7 +2,7 @@
 //! GPU's to choose: lengths are used only as far as they are served packet by packet, never to size an allocation.
 
 use gpu_startup_protocol::messages::{Destination, Stream};
-use gpu_startup_protocol::messages::{WriteAck, WriteHead};
+use gpu_startup_protocol::messages::{RealtimeReply, WriteAck, WriteHead};
 use gpu_startup_protocol::region::{MAX_LANES, lanes};
 use startup_common::rpc::ServerPort;
 
@@ -12,7 +12,18 @@ use super::reassembly::writer_key;
 use super::{BuiltIn, Context, ServerError};
 
 /// The operations served here, with their handlers.
-pub(super) const HANDLERS: &[(u32, BuiltIn)] = &[(opcode::WRITE, write)];
+pub(super) const HANDLERS: &[(u32, BuiltIn)] = &[(opcode::WRITE, write), (opcode::CLOCK_REALTIME, realtime)];
+
+/// `CLOCK_REALTIME`: the host's real time, the same for every lane of the message.
+fn realtime(port: &mut ServerPort<'_>, _context: &mut Context) -> Result<(), ServerError> {
+    port.recv(|_, _| {});
+    let nanoseconds = match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        Ok(since) => i64::try_from(since.as_nanos()).unwrap_or(i64::MAX),
+        Err(before) => i64::try_from(before.duration().as_nanos()).map_or(i64::MIN, |before| -before),
+    };
+    port.send(|_, packet| packet.set_words(RealtimeReply { nanoseconds }.encode()));
+    Ok(())
+}
 
 /// `WRITE`: each lane's bytes go to its thread's message as they arrive (see `output`), which is written once its
 /// last chunk is complete; then one packet acknowledges the chunk.

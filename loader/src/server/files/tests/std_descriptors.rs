@@ -1,4 +1,4 @@
-//! Rust std's descriptor calls on the GPU (`startup_common::runtime::std_os`, Hermit's `sys_open`, `sys_read`, ...)
+//! Rust std's system calls on the GPU (`startup_common::runtime::std_os`, Hermit's `sys_open`, `sys_read`, ...)
 //! against the real server, from host threads: descriptors are the host's handles, results Hermit's.
 
 use std::io::Cursor;
@@ -214,4 +214,19 @@ fn directories_are_made_listed_whole_or_refused_for_a_small_buffer_and_removed()
         .collect();
     names.sort();
     assert_eq!(names, many, "every entry once, across many reads");
+}
+
+#[test]
+fn the_real_time_clock_is_the_hosts_measured_once_through_the_channel() {
+    let mut setup = Setup::new(no_stdin());
+    let times = setup.run(4, |runtime, _| {
+        let mut time = std_os::Timespec { seconds: 0, nanoseconds: -1 };
+        assert_eq!(std_os::clock_gettime(runtime.client(), std_os::CLOCK_REALTIME, &mut time), 0);
+        assert!((0..1_000_000_000).contains(&time.nanoseconds));
+        std::time::Duration::new(time.seconds as u64, time.nanoseconds as u32)
+    });
+    let host = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    for time in times {
+        assert!(host.abs_diff(time) < std::time::Duration::from_secs(1), "{time:?} against the host's {host:?}");
+    }
 }
