@@ -174,10 +174,12 @@ impl Files {
         if flags.0 != OpenFlags::READ | OpenFlags::DIRECTORY {
             return Err(errno::EINVAL);
         }
-        let file = fs::File::open(path).map_err(|error| error_number(&error))?;
-        if !file.metadata().map_err(|error| error_number(&error))?.is_dir() {
-            return Err(errno::ENOTDIR);
-        }
+        // `O_DIRECTORY` refuses anything else (`ENOTDIR`) before opening it, so a FIFO cannot block the host here.
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .map_err(|error| error_number(&error))?;
         let listing = Listing::new(path.to_owned()).map_err(|error| error_number(&error))?;
         let open = OpenFile {
             file,

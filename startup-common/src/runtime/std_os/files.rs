@@ -55,8 +55,8 @@ fn hermit_result(result: Result<usize, c_int>) -> isize {
 }
 
 /// `sys_open`: opens the file at `path` (without its NUL) as the POSIX `flags` say; the descriptor. The mode (the new
-/// file's permissions) is the host's default: the host creates files as its own process would. A flag the host
-/// cannot honour, `O_DIRECTORY` (std's `read_dir`) among them, is `EINVAL`.
+/// file's permissions) is the host's default: the host creates files as its own process would. `O_DIRECTORY` opens
+/// a directory for [`read_directory`]; without it a directory is `EISDIR`. An unknown flag is `EINVAL`.
 pub fn open<G: Gpu>(client: &Client<G>, path: &[u8], flags: i32) -> i32 {
     let Some(flags) = OpenFlags::from_posix(flags) else { return -errno::EINVAL };
     match files::open(client, path, flags) {

@@ -189,6 +189,11 @@ fn directories_are_made_listed_whole_or_refused_for_a_small_buffer_and_removed()
         assert_eq!(std_os::remove_directory(client, &folder), -errno::ENOTEMPTY);
         assert_eq!(std_os::remove_directory(client, &scratch.path("folder/file")), -errno::ENOTDIR);
         assert_eq!(std_os::open(client, &scratch.path("folder/file"), OpenFlags::O_DIRECTORY), -errno::ENOTDIR);
+        // A FIFO with no writer: refused at once, where opening it to read would wait for a writer.
+        let fifo = std::ffi::CString::new(scratch.path("fifo")).unwrap();
+        // SAFETY: a C string naming a path in the test's own folder.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        assert_eq!(std_os::open(client, &scratch.path("fifo"), OpenFlags::O_DIRECTORY), -errno::ENOTDIR);
         assert_eq!(std_os::unlink(client, &scratch.path("folder/file")), 0);
         assert_eq!(std_os::remove_directory(client, &scratch.path("folder/inner")), 0);
         assert_eq!(std_os::remove_directory(client, &folder), 0);
