@@ -15,10 +15,6 @@ use xshell::{Shell, cmd};
 /// The programs' workspace.
 const PROGRAMS: &str = "tests/programs-std";
 
-/// The functions of Hermit's ABI that std may call and the startup does not define yet (files, threads, libtest's
-/// vectored I/O): a std image may leave these undefined, and nothing else.
-pub const NOT_YET_SERVED: &[&str] = &["sys_join", "sys_spawn2"];
-
 /// The kernels every image holds.
 const KERNELS: [&str; 3] = ["_begin", "_start", "_end"];
 
@@ -55,8 +51,7 @@ pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
     for program in programs()? {
         let image = out.join(format!("{program}.ptx"));
         let ptx = std::fs::read_to_string(&image).with_context(|| format!("no image {}", image.display()))?;
-        let unknown: Vec<_> =
-            undefined_functions(&ptx).into_iter().filter(|name| !NOT_YET_SERVED.contains(&name.as_str())).collect();
+        let unknown = undefined_functions(&ptx);
         ensure!(
             unknown.is_empty(),
             "{} calls functions that neither it nor the startup's runtime for std defines: {}",

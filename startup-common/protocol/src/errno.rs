@@ -40,6 +40,8 @@ macro_rules! error_numbers {
 error_numbers! {
     EPERM = 1, "Operation not permitted";
     ENOENT = 2, "No such file or directory";
+    /// No such thread: std's `sys_join` of a thread that was never made.
+    ESRCH = 3, "No such process";
     EINTR = 4, "Interrupted system call";
     EIO = 5, "Input/output error";
     ENXIO = 6, "No such device or address";

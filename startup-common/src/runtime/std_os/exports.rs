@@ -281,6 +281,26 @@ macro_rules! std_os_runtime {
             1
         }
 
+        /// Hermit's `sys_spawn2`: no thread is made (0), as there is nothing to run one on; std's `Builder::spawn`
+        /// returns its own error for it (`Uncategorized`, "unable to create thread!"), and `thread::spawn` panics
+        /// with it.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn sys_spawn2(
+            _start: extern "C" fn(usize),
+            _argument: usize,
+            _priority: u8,
+            _stack_size: usize,
+            _core: isize,
+        ) -> u32 {
+            0
+        }
+
+        /// Hermit's `sys_join`: there is no thread to join (`sys_spawn2` makes none), so `-ESRCH`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn sys_join(_thread: u32) -> i32 {
+            -$crate::libc::errno::ESRCH
+        }
+
         /// Hermit's `sys_futex_wake` ([`std_os::futex_wake`]($crate::runtime::std_os::futex_wake)).
         #[unsafe(no_mangle)]
         pub extern "C" fn sys_futex_wake(address: *mut u32, count: i32) -> i32 {

@@ -1,5 +1,6 @@
 //! How a std program ends, on every GPU thread: `panic`: the sixth thread to count itself in panics, the others
-//! print and return; `error`: `main` returns an `Err`, which std prints; `exit`: `process::exit(3)` after printing.
+//! print and return; `error`: `main` returns an `Err`, which std prints; `exit`: `process::exit(3)` after printing;
+//! `spawn`: `thread::Builder::spawn`, which cannot make a thread on the GPU, returns std's error.
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -20,6 +21,13 @@ fn main() -> io::Result<()> {
             println!("leaving");
             std::process::exit(3)
         }
-        _ => Err(io::Error::new(io::ErrorKind::InvalidInput, "say panic, error or exit")),
+        Some("spawn") => {
+            match std::thread::Builder::new().spawn(|| ()) {
+                Ok(thread) => println!("spawned: {:?}", thread.join()),
+                Err(error) => println!("spawn: {:?}: {error}", error.kind()),
+            }
+            Ok(())
+        }
+        _ => Err(io::Error::new(io::ErrorKind::InvalidInput, "say panic, error, exit or spawn")),
     }
 }
