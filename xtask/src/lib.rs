@@ -12,6 +12,7 @@ pub mod gpus;
 pub mod image;
 pub mod nextest;
 pub mod out_of_tree;
+pub mod out_of_tree_std;
 #[cfg(test)]
 mod packages;
 pub mod std_programs;

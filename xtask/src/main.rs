@@ -28,8 +28,9 @@ enum Command {
     Run(RunArgs),
     /// Make a crate outside the repository from docs/your-own-crate.md, set it up, build and check it (part of `test`).
     OutOfTree,
-    /// Build Rust's std for the NVIDIA target and the programs of tests/programs-std against it, and check their
-    /// images (part of `test`).
+    /// Build Rust's std for the NVIDIA target and the programs of tests/programs-std against it, check their images,
+    /// and make the std crate of docs/std.md outside the repository with `cargo gpu-startup init --std` (part of
+    /// `test`).
     Std,
     /// Make a self-contained folder that runs the GPU suite on an x86-64 Linux GPU machine without Rust (a machine
     /// with one kind of GPU needs one kind of image: `--target`).
@@ -203,7 +204,10 @@ fn run(cli: Cli) -> Result<()> {
             xtask::suite::build_host_binaries(&sh)?;
             xtask::out_of_tree::check(&sh, xtask::gpus::Gpus::detect()).map(drop)
         }
-        Command::Std => xtask::std_programs::check(&sh).map(drop),
+        Command::Std => {
+            xtask::std_programs::check(&sh)?;
+            xtask::out_of_tree_std::check(&sh, xtask::gpus::Gpus::detect()).map(drop)
+        }
         Command::Bench { arch, write_docs, bench_args } => {
             xtask::suite::bench(&sh, arch.gpu_arch, write_docs, &bench_args)
         }

@@ -228,7 +228,7 @@ fn listed(cargo: &dyn Fn(&[&str]) -> Result<Output>, args: &[&str]) -> Result<Ve
 
 /// The host tools as a user installs them: `loader/install`, run from outside the repository (reusing this
 /// workspace's release build).
-fn install_tools(sh: &Shell) -> Result<PathBuf> {
+pub(crate) fn install_tools(sh: &Shell) -> Result<PathBuf> {
     let root = crate::project_root();
     let install_root = root.join("target/out-of-tree/tools");
     let target_dir = root.join("target");
@@ -246,7 +246,7 @@ fn install_tools(sh: &Shell) -> Result<PathBuf> {
 
 /// `cargo ARGS` in `dir` with `path` as `PATH` and nothing of this workspace's environment: the crate's own
 /// toolchain file and config apply, as for a user.
-fn plain_cargo(dir: &Path, path: &OsString, args: &[&str]) -> Result<Output> {
+pub(crate) fn plain_cargo(dir: &Path, path: &OsString, args: &[&str]) -> Result<Output> {
     let mut cargo = Command::new("cargo");
     cargo.current_dir(dir).args(args).env("PATH", path);
     for variable in ["RUSTUP_TOOLCHAIN", "CARGO", "RUSTC", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_MANIFEST_DIR"]
@@ -257,11 +257,11 @@ fn plain_cargo(dir: &Path, path: &OsString, args: &[&str]) -> Result<Output> {
     cargo.output().context("cannot run cargo")
 }
 
-fn stderr_of(output: &Output) -> String {
+pub(crate) fn stderr_of(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-fn prepend_path(dir: &Path) -> Result<OsString> {
+pub(crate) fn prepend_path(dir: &Path) -> Result<OsString> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     Ok(std::env::join_paths(std::iter::once(dir.to_owned()).chain(std::env::split_paths(&path)))?)
 }
@@ -379,7 +379,12 @@ fn report_differences(report: &str, actual: &str) -> Result<Vec<String>> {
 }
 
 /// Copies an image to `target/gpu/out-of-tree/<target>/` as `name`, with its expectations for the suite.
-fn copy_out(target: &'static Target, built: &Path, name: &str, expectations: &Expectations) -> Result<BuiltImage> {
+pub(crate) fn copy_out(
+    target: &'static Target,
+    built: &Path,
+    name: &str,
+    expectations: &Expectations,
+) -> Result<BuiltImage> {
     let dir = out_dir(target);
     std::fs::create_dir_all(&dir)?;
     let image = dir.join(format!("{name}.{}", target.image_extension));

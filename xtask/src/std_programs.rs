@@ -25,7 +25,7 @@ pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
     let spec = gpu_startup_setup::spec::rustc_spec(rustc.command(), &NVPTX)?;
     let spec = std_sysroot::std_spec(&gpu_startup_setup::spec::executable_spec(&NVPTX, &spec)?)?;
     let startup = root.join(NVPTX.startup_crate).join("Cargo.toml");
-    let std = std_sysroot::build(&rustc, &NVPTX, &spec, &startup, &root.join("target/gpu-std"))?;
+    let std = std_sysroot::build(&rustc, &NVPTX, &spec, &startup, &std_cache())?;
     println!("xtask: std for nvptx {} ({})", if std.built { "built" } else { "found built" }, std.sysroot.display());
     let linker = crate::build::build_linker(sh)?;
     let target_dir = root.join("target/gpu-std/programs");
@@ -84,6 +84,16 @@ pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
     Ok(images)
 }
 
+/// Where std is built for `cargo xtask` (the std programs and the out-of-tree crate's `init --std`, which finds it
+/// there through `GPU_STARTUP_CACHE_DIR`): `<cache>/std`, as `gpu_startup_setup::std_cache_dir` names it.
+pub fn cache_dir() -> PathBuf {
+    crate::project_root().join("target/gpu-startup-cache")
+}
+
+fn std_cache() -> PathBuf {
+    cache_dir().join("std")
+}
+
 /// Where the std programs' images and expectations go, for the bundle.
 pub fn out_dir() -> PathBuf {
     crate::project_root().join("target/gpu/std").join(NVPTX.name)
@@ -106,7 +116,7 @@ fn programs() -> Result<Vec<String>> {
 }
 
 /// The functions a PTX image declares `.extern`: called, not defined.
-fn undefined_functions(ptx: &str) -> Vec<String> {
+pub fn undefined_functions(ptx: &str) -> Vec<String> {
     ptx.lines()
         .filter_map(|line| line.trim_start().strip_prefix(".extern .func"))
         .filter_map(|rest| {

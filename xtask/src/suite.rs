@@ -120,6 +120,7 @@ pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
         host_tests(sh)?;
         crate::out_of_tree::check(sh, gpus)?;
         crate::std_programs::check(sh)?;
+        crate::out_of_tree_std::check(sh, gpus)?;
     }
     let (loader, suite) = build_host_binaries(sh)?;
     let mut failed = Vec::new();
@@ -310,6 +311,7 @@ pub fn bundle(
     crate::out_of_tree::check(sh, Gpus::detect())?;
     if targets.contains(&&NVPTX) {
         crate::std_programs::check(sh)?;
+        crate::out_of_tree_std::check(sh, Gpus::detect())?;
     }
     let (loader, suite) = build_host_binaries(sh)?;
     if out.exists() {

@@ -3,10 +3,12 @@
 //! own linker, another architecture), and refused with a message naming it where it contradicts the GPU build.
 //! Everything else in the file, comments included, stays as it was.
 
+use std::path::Path;
+
 use anyhow::{Result, anyhow};
 use toml_edit::{Array, DocumentMut, Item, Table, Value};
 
-use gpu_startup_targets::{Linker, Target};
+use gpu_startup_targets::{Linker, NVPTX, Target};
 
 /// The folder, next to `config.toml`, that holds the target specs.
 pub const SPEC_DIR: &str = ".cargo";
@@ -51,6 +53,9 @@ impl Config {
     /// The GPU target `build.target` names, when it names one of the specs.
     pub fn default_target(&self) -> Option<&'static Target> {
         let target = self.document.get("build")?.get("target")?.as_str()?;
+        if target == std_spec_path() {
+            return Some(&NVPTX);
+        }
         Target::ALL.into_iter().find(|&gpu| target == spec_path(gpu))
     }
 
@@ -144,37 +149,144 @@ impl Config {
             }
         }
 
-        let profiles = table(document.as_table_mut(), "profile", &name, "")?;
-        profiles.set_implicit(true);
-        for profile in ["dev", "release"] {
-            let what = if profile == "dev" {
-                "the GPU cannot unwind; amdgpu builds fail with incremental compilation; debug info only bloats images"
-            } else {
-                ""
-            };
-            let section = table(profiles, profile, &name, what)?;
-            match section.get("panic") {
-                None => {
-                    section.insert("panic", Item::Value("abort".into()));
-                }
-                Some(item) if item.as_str() == Some("abort") => {}
-                Some(item) => return Err(conflict(&format!("profile.{profile}.panic"), item_text(item), "\"abort\"")),
-            }
-            if profile == "dev" {
-                match section.get("incremental") {
-                    None => {
-                        section.insert("incremental", Item::Value(false.into()));
-                    }
-                    Some(item) if item.as_bool() == Some(false) => {}
-                    Some(item) => return Err(conflict("profile.dev.incremental", item_text(item), "false")),
-                }
-                if !section.contains_key("debug") {
-                    section.insert("debug", Item::Value(false.into()));
-                }
-            }
-        }
+        merge_profiles(document, &name)?;
         Ok(self.document.to_string())
     }
+}
+
+/// The value `build.target` has for a crate set up for std (`cargo gpu-startup init --std`).
+pub fn std_spec_path() -> String {
+    format!("{SPEC_DIR}/{}.json", crate::std_sysroot::std_spec_name(&NVPTX))
+}
+
+impl Config {
+    /// Merges what a std build for NVIDIA (`arch`, replacing an architecture already there when `replace_arch`)
+    /// needs: std from `sysroot`, not built by cargo; the file's new text.
+    pub fn merge_std(mut self, arch: &str, replace_arch: bool, sysroot: &Path) -> Result<String> {
+        let name = self.name.clone();
+        let conflict = |key: &str, found: String, wanted: &str| {
+            anyhow!("{name} sets `{key} = {found}`, but a std GPU build needs {wanted}: change or remove that line")
+        };
+        let document = &mut self.document;
+        if document.is_empty() {
+            document.decor_mut().set_prefix(
+                "# The GPU build of this crate with Rust's std, written by `cargo gpu-startup init --std` (run it again \
+                 to\n# update it: it keeps what else you write here). docs/std.md in the gpu-startup repository says \
+                 what each\n# line is for.\n",
+            );
+        }
+        let wanted = std_spec_path();
+        let build = table(document.as_table_mut(), "build", &name, "builds for the GPU target with std by default")?;
+        match build.get("target") {
+            None => {}
+            Some(item)
+                if item.as_str().is_some_and(|t| t == wanted || Target::ALL.iter().any(|&gpu| t == spec_path(gpu))) => {
+            }
+            Some(item) => return Err(conflict("build.target", item_text(item), &format!("\"{wanted}\""))),
+        }
+        build.insert("target", Item::Value(wanted.into()));
+
+        let unstable = table(document.as_table_mut(), "unstable", &name, "the nightly cargo features GPU builds use")?;
+        for key in ["build-std", "build-std-features"] {
+            if let Some(item) = unstable.get(key) {
+                return Err(conflict(
+                    &format!("unstable.{key}"),
+                    item_text(item),
+                    "std from its sysroot, not built by cargo",
+                ));
+            }
+        }
+        match unstable.get("json-target-spec") {
+            None => {
+                unstable.insert("json-target-spec", Item::Value(true.into()));
+            }
+            Some(item) if item.as_bool() == Some(true) => {}
+            Some(item) => return Err(conflict("unstable.json-target-spec", item_text(item), "true")),
+        }
+
+        let targets = table(document.as_table_mut(), "target", &name, "")?;
+        targets.set_implicit(true);
+        let key = crate::std_sysroot::std_spec_name(&NVPTX);
+        let section = table(
+            targets,
+            &key,
+            &format!("{name} (target.{key})"),
+            "NVIDIA with std: PTX through gpu-bitcode-linker, std from the sysroot `init --std` built; `cargo run` \
+             runs it with gpu-loader",
+        )?;
+        if !section.contains_key("linker") {
+            section.insert("linker", Item::Value(LINKER.into()));
+        }
+        if !section.contains_key("runner") {
+            section.insert("runner", Item::Value(RUNNER.into()));
+        }
+        let sysroot =
+            sysroot.to_str().ok_or_else(|| anyhow!("the std sysroot's path is not UTF-8: {}", sysroot.display()))?;
+        let cpu = format!("-Ctarget-cpu={arch}");
+        let flags = section.entry("rustflags").or_insert(Item::Value(Value::Array(Array::new())));
+        let Some(flags) = flags.as_array_mut() else {
+            return Err(anyhow!("{name}: `target.{key}.rustflags` is not a list: write it as [\"...\"]"));
+        };
+        // The sysroot's folder names the toolchain, spec and patches it was built for: always the one just built.
+        let sysroot_at = flags.iter().position(|flag| flag.as_str() == Some("--sysroot"));
+        match sysroot_at {
+            Some(at) if at + 1 < flags.len() => {
+                flags.replace(at + 1, sysroot);
+            }
+            Some(_) => flags.push(sysroot),
+            None => {
+                flags.insert(0, "--sysroot");
+                flags.insert(1, sysroot);
+            }
+        }
+        let cpu_at = flags.iter().position(|flag| flag.as_str().is_some_and(|f| f.starts_with("-Ctarget-cpu=")));
+        match cpu_at {
+            None => flags.push(cpu),
+            Some(at) if replace_arch => {
+                flags.replace(at, cpu);
+            }
+            Some(_) => {}
+        }
+        merge_profiles(document, &name)?;
+        Ok(self.document.to_string())
+    }
+}
+
+/// The profiles every GPU build needs: no unwinding, no incremental builds, no debug info by default.
+fn merge_profiles(document: &mut DocumentMut, name: &str) -> Result<()> {
+    let conflict = |key: &str, found: String, wanted: &str| {
+        anyhow!("{name} sets `{key} = {found}`, but a GPU build needs {wanted}: change or remove that line")
+    };
+    let profiles = table(document.as_table_mut(), "profile", name, "")?;
+    profiles.set_implicit(true);
+    for profile in ["dev", "release"] {
+        let what = if profile == "dev" {
+            "the GPU cannot unwind; amdgpu builds fail with incremental compilation; debug info only bloats images"
+        } else {
+            ""
+        };
+        let section = table(profiles, profile, name, what)?;
+        match section.get("panic") {
+            None => {
+                section.insert("panic", Item::Value("abort".into()));
+            }
+            Some(item) if item.as_str() == Some("abort") => {}
+            Some(item) => return Err(conflict(&format!("profile.{profile}.panic"), item_text(item), "\"abort\"")),
+        }
+        if profile == "dev" {
+            match section.get("incremental") {
+                None => {
+                    section.insert("incremental", Item::Value(false.into()));
+                }
+                Some(item) if item.as_bool() == Some(false) => {}
+                Some(item) => return Err(conflict("profile.dev.incremental", item_text(item), "false")),
+            }
+            if !section.contains_key("debug") {
+                section.insert("debug", Item::Value(false.into()));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The table `key` of `parent`, made (with `comment` above it) when missing; refused when `key` holds something
@@ -218,142 +330,4 @@ fn item_text(item: &Item) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use gpu_startup_targets::{AMDGPU, NVPTX};
-
-    fn plan() -> Plan {
-        Plan { default_target: &NVPTX, archs: ["sm_90".into(), "gfx90a".into()], replace_arch: [false, false] }
-    }
-
-    fn merged(text: &str, plan: &Plan) -> Result<String> {
-        Config::parse(text, ".cargo/config.toml")?.merge(plan)
-    }
-
-    const FRESH: &str = r#"# The GPU build of this crate, written by `cargo gpu-startup init` (run it again to update it: it keeps
-# what else you write here). docs/your-own-crate.md in the gpu-startup repository says what each line is for.
-
-# builds for the GPU target by default
-[build]
-target = ".cargo/nvptx64-gpu-startup.json"
-
-# the nightly cargo features GPU builds use
-[unstable]
-build-std = ["core", "alloc"]
-build-std-features = ["compiler-builtins-mem"]
-json-target-spec = true
-panic-abort-tests = true
-
-# NVIDIA: PTX through gpu-bitcode-linker; `cargo run` runs it with gpu-loader
-[target.nvptx64-gpu-startup]
-linker = "gpu-bitcode-linker"
-runner = "gpu-loader"
-rustflags = ["-Ctarget-cpu=sm_90"]
-
-# AMD: code objects through rust-lld (`--target .cargo/amdgcn-gpu-startup.json`)
-[target.amdgcn-gpu-startup]
-runner = "gpu-loader"
-rustflags = ["-Ctarget-cpu=gfx90a"]
-
-# the GPU cannot unwind; amdgpu builds fail with incremental compilation; debug info only bloats images
-[profile.dev]
-panic = "abort"
-incremental = false
-debug = false
-
-[profile.release]
-panic = "abort"
-"#;
-
-    #[test]
-    fn a_fresh_config_has_every_line_and_a_second_merge_changes_nothing() {
-        let text = merged("", &plan()).unwrap();
-        assert_eq!(text, FRESH);
-        assert_eq!(merged(&text, &plan()).unwrap(), text);
-        let config = Config::parse(&text, "x").unwrap();
-        assert_eq!(config.default_target(), Some(&NVPTX));
-        assert_eq!(config.arch(&AMDGPU).as_deref(), Some("gfx90a"));
-    }
-
-    #[test]
-    fn the_users_own_lines_and_choices_stay() {
-        let existing = "# my settings\n[alias]\nb = \"build\"\n\n[target.nvptx64-gpu-startup]\nrunner = \"gpu-loader \
-                        --threads 256\" # wide\nrustflags = [\"-Ctarget-cpu=sm_80\", \"-Cdebug-assertions\"]\n\n\
-                        [profile.dev]\ndebug = true\n";
-        let text = merged(existing, &plan()).unwrap();
-        assert!(text.starts_with("# my settings\n[alias]\nb = \"build\"\n"), "{text}");
-        assert!(text.contains("runner = \"gpu-loader --threads 256\" # wide\n"), "{text}");
-        assert!(text.contains("rustflags = [\"-Ctarget-cpu=sm_80\", \"-Cdebug-assertions\"]"), "{text}");
-        assert!(text.contains("linker = \"gpu-bitcode-linker\""), "{text}");
-        assert!(text.contains("debug = true"), "{text}");
-        assert_eq!(merged(&text, &plan()).unwrap(), text);
-    }
-
-    #[test]
-    fn an_architecture_given_on_the_command_line_replaces_the_old_one() {
-        let text = merged("", &plan()).unwrap();
-        let replace = Plan { archs: ["sm_80".into(), "gfx942".into()], replace_arch: [true, false], ..plan() };
-        let text = merged(&text, &replace).unwrap();
-        let config = Config::parse(&text, "x").unwrap();
-        assert_eq!(config.arch(&NVPTX).as_deref(), Some("sm_80"));
-        assert_eq!(config.arch(&AMDGPU).as_deref(), Some("gfx90a"));
-    }
-
-    #[test]
-    fn switching_the_default_target_is_allowed() {
-        let text = merged("", &plan()).unwrap();
-        let text = merged(&text, &Plan { default_target: &AMDGPU, ..plan() }).unwrap();
-        assert!(text.contains("target = \".cargo/amdgcn-gpu-startup.json\""), "{text}");
-        assert_eq!(Config::parse(&text, "x").unwrap().default_target(), Some(&AMDGPU));
-    }
-
-    #[test]
-    fn lists_and_inline_tables_are_merged() {
-        let existing =
-            "build = { jobs = 2 }\n[unstable]\nbuild-std = [\"core\", \"alloc\"]\nbuild-std-features = [\"x\"]\n";
-        let text = merged(existing, &plan()).unwrap();
-        assert!(text.contains("[build]\njobs = 2\ntarget = \".cargo/nvptx64-gpu-startup.json\"\n"), "{text}");
-        assert!(text.contains("build-std = [\"core\", \"alloc\"]"), "{text}");
-        assert!(text.contains("build-std-features = [\"x\", \"compiler-builtins-mem\"]"), "{text}");
-    }
-
-    #[test]
-    fn contradictions_are_refused_naming_the_line() {
-        for (existing, message) in [
-            (
-                "[build]\ntarget = \"thumbv7em-none-eabihf\"\n",
-                "sets `build.target = \"thumbv7em-none-eabihf\"`, but a GPU build needs \".cargo/nvptx64-gpu-startup.json\"",
-            ),
-            (
-                "[profile.dev]\npanic = \"unwind\"\n",
-                "sets `profile.dev.panic = \"unwind\"`, but a GPU build needs \"abort\"",
-            ),
-            ("[profile.release]\npanic = \"unwind\"\n", "sets `profile.release.panic = \"unwind\"`"),
-            (
-                "[profile.dev]\nincremental = true\n",
-                "sets `profile.dev.incremental = true`, but a GPU build needs false",
-            ),
-            (
-                "[unstable]\njson-target-spec = false\n",
-                "sets `unstable.json-target-spec = false`, but a GPU build needs true",
-            ),
-            (
-                "[unstable]\nbuild-std = \"core\"\n",
-                "sets `unstable.build-std = \"core\"`, but a GPU build needs a list with \"core\"",
-            ),
-            ("build = 3\n", "`build` is not a table"),
-            (
-                "[target.nvptx64-gpu-startup]\nrustflags = \"-Ctarget-cpu=sm_90\"\n",
-                "`target.nvptx64-gpu-startup.rustflags` is not a list",
-            ),
-        ] {
-            let error = merged(existing, &plan()).unwrap_err().to_string();
-            assert!(error.starts_with(".cargo/config.toml"), "{error}");
-            assert!(error.contains(message), "{existing}: {error}");
-            assert!(!error.contains('\n'), "{error}");
-        }
-        let error = merged("[build", &plan()).unwrap_err().to_string();
-        assert!(error.starts_with(".cargo/config.toml is not valid TOML: "), "{error}");
-        assert!(!error.contains('\n'), "{error}");
-    }
-}
+mod tests;

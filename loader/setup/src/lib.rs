@@ -7,6 +7,11 @@
 //! - `.cargo/config.toml`: the default target, `build-std`, the linker, the runner, the architectures and the
 //!   profiles GPU builds need ([`config`]).
 //!
+//! With `--std` (NVIDIA only so far) it builds Rust's std for the GPU into the user's cache ([`std_cache_dir`],
+//! [`std_sysroot`]) unless it is there, and writes the std target's spec instead of the two specs, and a config that
+//! builds against that std ([`config::Config::merge_std`]): a plain `bin` crate written against std then builds and
+//! runs with `cargo build` and `cargo run`.
+//!
 //! It checks everything before it writes anything, writes each file whole (a temporary file renamed over it), and
 //! leaves a file that already says what it should untouched: running it again changes nothing.
 
@@ -17,7 +22,7 @@ pub mod toolchain;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow, bail, ensure};
 
 use config::{Config, Plan};
 use gpu_startup_targets::{AMDGPU, NVPTX, Target};
@@ -33,6 +38,9 @@ pub struct InitOptions {
     /// The architecture of that target (or of the target it belongs to, when no target is given); by default what
     /// the config already says, else this machine's GPU's, else sm_90 / gfx90a.
     pub gpu_arch: Option<String>,
+    /// Set the crate up for Rust's std (`docs/std.md`): std is built for the GPU, or found built, in
+    /// [`std_cache_dir`], and the crate builds against it (NVIDIA only so far).
+    pub std: bool,
 }
 
 /// What a file of the setup went through.
@@ -53,6 +61,8 @@ pub struct Setup {
     pub has_dependency: bool,
     /// Host tools the build and `cargo run` call that are not on `PATH`.
     pub missing_tools: Vec<&'static str>,
+    /// For a std setup: the std it builds against, and whether this run built it.
+    pub std: Option<std_sysroot::StdSysroot>,
 }
 
 /// Sets the crate in `options.dir` up; see the module's documentation.
@@ -74,22 +84,56 @@ pub fn init(options: &InitOptions) -> Result<Setup> {
     let has_dependency = depends_on_gpu_startup(&read_manifest(&manifest)?);
 
     let config_path = dir.join(".cargo/config.toml");
-    let config = Config::parse(&read_optional(&config_path)?.unwrap_or_default(), &config_path.display().to_string())?;
+    let (config_text, config_name) =
+        (read_optional(&config_path)?.unwrap_or_default(), config_path.display().to_string());
+    let config = Config::parse(&config_text, &config_name)?;
     let plan = plan(options, &config)?;
     let toolchain_path = dir.join("rust-toolchain.toml");
     let pin = Pin::project();
     let toolchain_file = pin.merged_file(read_optional(&toolchain_path)?.as_deref(), &toolchain_path)?;
-    let config_file = config.merge(&plan)?;
+    if options.std {
+        ensure!(
+            plan.default_target == &NVPTX,
+            "std runs on NVIDIA GPUs only so far (docs/std.md says what AMD lacks): set the crate up with `--target \
+             nvptx`"
+        );
+        // Checked before std is built, which takes a minute: a contradiction is reported at once.
+        Config::parse(&config_text, &config_name)?.merge_std(&plan.archs[0], plan.replace_arch[0], Path::new("/"))?;
+    }
+    let config_file = if options.std { None } else { Some(config.merge(&plan)?) };
 
     // Everything is checked: now the toolchain, and the specs it prints.
     let rustc = pin.install()?;
     let mut files = Vec::new();
-    for target in Target::ALL {
-        let spec = spec::executable_spec(target, &spec::rustc_spec(rustc.command(), target)?)?;
-        files.push((PathBuf::from(config::spec_path(target)), spec));
+    let mut std = None;
+    if options.std {
+        let spec = spec::executable_spec(&NVPTX, &spec::rustc_spec(rustc.command(), &NVPTX)?)?;
+        let startup = startup_source().ok_or_else(|| {
+            anyhow!("std needs the startup's sources to build its runtime, and they are not where this tool was built")
+        })?;
+        let cache = std_cache_dir()?;
+        println!("cargo-gpu-startup: std for {} (built once per toolchain, in {})", NVPTX, cache.display());
+        let built = std_sysroot::build(&rustc, &NVPTX, &std_sysroot::std_spec(&spec)?, &startup, &cache)?;
+        let spec_text = std::fs::read_to_string(&built.spec)
+            .with_context(|| format!("cannot read the std spec {}", built.spec.display()))?;
+        files.push((PathBuf::from(config::std_spec_path()), spec_text));
+        let merged = Config::parse(&config_text, &config_name)?.merge_std(
+            &plan.archs[0],
+            plan.replace_arch[0],
+            &built.sysroot,
+        )?;
+        files.push((PathBuf::from(".cargo/config.toml"), merged));
+        std = Some(built);
+    } else {
+        for target in Target::ALL {
+            let spec = spec::executable_spec(target, &spec::rustc_spec(rustc.command(), target)?)?;
+            files.push((PathBuf::from(config::spec_path(target)), spec));
+        }
     }
     files.push((PathBuf::from("rust-toolchain.toml"), toolchain_file));
-    files.push((PathBuf::from(".cargo/config.toml"), config_file));
+    if let Some(config_file) = config_file {
+        files.push((PathBuf::from(".cargo/config.toml"), config_file));
+    }
     let files = files
         .into_iter()
         .map(|(path, text)| Ok((path.clone(), write_if_changed(&dir.join(&path), &text)?)))
@@ -103,6 +147,7 @@ pub fn init(options: &InitOptions) -> Result<Setup> {
             .into_iter()
             .filter(|tool| find_on_path(tool).is_none())
             .collect(),
+        std,
     })
 }
 
@@ -191,6 +236,24 @@ pub fn gpu_startup_source() -> Option<PathBuf> {
     path.join("Cargo.toml").is_file().then(|| path.canonicalize().ok()).flatten()
 }
 
+/// The NVIDIA startup crate's `Cargo.toml` in the sources these tools were built from, when they are still there:
+/// a std setup builds the startup's runtime for std from it.
+pub fn startup_source() -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(NVPTX.startup_crate).join("Cargo.toml");
+    path.is_file().then(|| path.canonicalize().ok()).flatten()
+}
+
+/// Where std is built for std setups, shared by every crate of the user's: `$GPU_STARTUP_CACHE_DIR/std`, else
+/// `$XDG_CACHE_HOME/gpu-startup/std`, else `~/.cache/gpu-startup/std`.
+pub fn std_cache_dir() -> Result<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty()).map(PathBuf::from);
+    let base = var("GPU_STARTUP_CACHE_DIR")
+        .or_else(|| var("XDG_CACHE_HOME").map(|dir| dir.join("gpu-startup")))
+        .or_else(|| var("HOME").map(|home| home.join(".cache/gpu-startup")))
+        .ok_or_else(|| anyhow!("no folder for std's cache: set GPU_STARTUP_CACHE_DIR or HOME"))?;
+    Ok(base.join("std"))
+}
+
 /// The script that installs the host tools (`loader/install`) in the sources these tools were built from, when they
 /// are still there.
 pub fn install_script() -> Option<PathBuf> {
@@ -209,7 +272,7 @@ mod tests {
     use super::*;
 
     fn options(target: Option<&'static Target>, gpu_arch: Option<&str>) -> InitOptions {
-        InitOptions { dir: PathBuf::from("."), target, gpu_arch: gpu_arch.map(str::to_owned) }
+        InitOptions { dir: PathBuf::from("."), target, gpu_arch: gpu_arch.map(str::to_owned), std: false }
     }
 
     #[test]

@@ -28,6 +28,10 @@ enum Command {
         /// sm_90 / gfx90a).
         #[arg(long, value_name = "ARCH")]
         gpu_arch: Option<String>,
+        /// Set the crate up for Rust's std: builds std for the GPU once (about a minute), then plain `fn main()`
+        /// programs written against std build and run (NVIDIA only so far; docs/std.md).
+        #[arg(long)]
+        std: bool,
         /// The crate's folder.
         #[arg(default_value = ".")]
         path: PathBuf,
@@ -43,8 +47,8 @@ fn main() -> ExitCode {
     if args.get(1).is_some_and(|arg| arg == "gpu-startup") {
         args.remove(1);
     }
-    let Command::Init { target, gpu_arch, path } = Cli::parse_from(args).command;
-    match setup::init(&InitOptions { dir: path.clone(), target, gpu_arch }) {
+    let Command::Init { target, gpu_arch, std, path } = Cli::parse_from(args).command;
+    match setup::init(&InitOptions { dir: path.clone(), target, gpu_arch, std }) {
         Ok(done) => {
             report(&path, &done);
             ExitCode::SUCCESS
@@ -58,17 +62,30 @@ fn main() -> ExitCode {
 
 fn report(dir: &Path, done: &setup::Setup) {
     let plan = &done.plan;
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
     let arch = |target: &'static Target| &plan.archs[Target::ALL.iter().position(|&t| t == target).expect("a target")];
-    let other = Target::ALL.into_iter().find(|&t| t != plan.default_target).expect("two targets");
-    println!(
-        "cargo-gpu-startup: {} builds for {} ({}); for {} ({}) add `--target {}`",
-        dir.canonicalize().unwrap_or_else(|_| dir.to_owned()).display(),
-        plan.default_target,
-        arch(plan.default_target),
-        other,
-        arch(other),
-        setup::config::spec_path(other)
-    );
+    match &done.std {
+        Some(std) => println!(
+            "cargo-gpu-startup: {} builds for {} ({}) with std, {} ({})",
+            dir.display(),
+            plan.default_target,
+            arch(plan.default_target),
+            if std.built { "built now" } else { "built before" },
+            std.sysroot.display()
+        ),
+        None => {
+            let other = Target::ALL.into_iter().find(|&t| t != plan.default_target).expect("two targets");
+            println!(
+                "cargo-gpu-startup: {} builds for {} ({}); for {} ({}) add `--target {}`",
+                dir.display(),
+                plan.default_target,
+                arch(plan.default_target),
+                other,
+                arch(other),
+                setup::config::spec_path(other)
+            );
+        }
+    }
     for (file, change) in &done.files {
         let change = match change {
             FileChange::Created => "created",
@@ -77,7 +94,7 @@ fn report(dir: &Path, done: &setup::Setup) {
         };
         println!("  {change:9} {}", file.display());
     }
-    if !done.has_dependency {
+    if !done.has_dependency && done.std.is_none() {
         match setup::gpu_startup_source() {
             Some(source) => println!("next: add the dependency: cargo add gpu-startup --path {}", source.display()),
             None => println!("next: add the dependency gpu-startup to Cargo.toml"),
