@@ -394,11 +394,9 @@ impl OpenFile {
     }
 }
 
-/// The status the device is told of a file with `metadata`.
-fn file_status(metadata: &fs::Metadata) -> FileStatus {
-    use std::os::unix::fs::MetadataExt;
-    let file_type = metadata.file_type();
-    let kind = if file_type.is_symlink() {
+/// The kind of file the device is told of (a symbolic link itself, where `file_type` is a link's).
+fn file_kind(file_type: fs::FileType) -> FileKind {
+    if file_type.is_symlink() {
         FileKind::SymbolicLink
     } else if file_type.is_dir() {
         FileKind::Directory
@@ -406,11 +404,16 @@ fn file_status(metadata: &fs::Metadata) -> FileStatus {
         FileKind::File
     } else {
         FileKind::Other
-    };
+    }
+}
+
+/// The status the device is told of a file with `metadata`.
+fn file_status(metadata: &fs::Metadata) -> FileStatus {
+    use std::os::unix::fs::MetadataExt;
     // A nanosecond count outside 0..1e9 would be a broken file system's; clamp rather than send it on.
     let time = |seconds: i64, nanoseconds: i64| (seconds, nanoseconds.clamp(0, 999_999_999) as u32);
     FileStatus {
-        kind,
+        kind: file_kind(metadata.file_type()),
         permissions: metadata.mode() & 0o7777,
         size: metadata.len(),
         modified: time(metadata.mtime(), metadata.mtime_nsec()),
@@ -440,16 +443,7 @@ impl Listing {
         use std::os::unix::fs::DirEntryExt;
         if let Some(entry) = self.entries.next() {
             let entry = entry?;
-            let file_type = entry.file_type()?;
-            let kind = if file_type.is_symlink() {
-                FileKind::SymbolicLink
-            } else if file_type.is_dir() {
-                FileKind::Directory
-            } else if file_type.is_file() {
-                FileKind::File
-            } else {
-                FileKind::Other
-            };
+            let kind = file_kind(entry.file_type()?);
             let name = entry.file_name();
             let name = name.as_bytes();
             let Some(head) = (DirectoryEntry { inode: entry.ino(), kind, name }).head() else {

@@ -6,7 +6,7 @@ use core::sync::atomic::Ordering;
 use super::Runtime;
 use crate::gpu::Gpu;
 use crate::libc::heap::HeapError;
-use gpu_startup_protocol::abi::Control;
+use gpu_startup_protocol::abi::{Control, ThreadIds};
 
 impl<G: Gpu> Runtime<G> {
     /// The default panic handler. The first thread to panic in a run reports `panicked at FILE:LINE:COL: message`
@@ -23,13 +23,11 @@ impl<G: Gpu> Runtime<G> {
     /// but the first panicking thread adds only its coordinates.
     pub fn panic_reported(&self) -> ! {
         self.end_panic(|| {
-            let ids = G::thread_ids();
-            let [tx, ty, tz] = ids.thread;
-            let [bx, by, bz] = ids.block;
+            let here = Coordinates(G::thread_ids());
             crate::libc::io::print(
                 &self.client,
                 crate::libc::io::Stream::Stderr,
-                format_args!("the panic above was in thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz})\n"),
+                format_args!("the panic above was in {here}\n"),
             );
         })
     }
@@ -52,17 +50,11 @@ impl<G: Gpu> Runtime<G> {
 
     /// The panic message, with the thread's coordinates.
     fn report_panic(&self, info: &core::panic::PanicInfo<'_>) {
-        let ids = G::thread_ids();
-        let [tx, ty, tz] = ids.thread;
-        let [bx, by, bz] = ids.block;
-        let location = PanicLocation(info.location());
+        let (location, here) = (PanicLocation(info.location()), Coordinates(G::thread_ids()));
         crate::libc::io::print(
             &self.client,
             crate::libc::io::Stream::Stderr,
-            format_args!(
-                "panicked at {location}: {} (thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz}))\n",
-                info.message()
-            ),
+            format_args!("panicked at {location}: {} ({here})\n", info.message()),
         );
     }
 
@@ -78,16 +70,20 @@ impl<G: Gpu> Runtime<G> {
     /// virtual function.
     pub fn fatal(&self, message: core::fmt::Arguments<'_>) -> ! {
         if self.client.is_ready() {
-            let ids = G::thread_ids();
-            let [tx, ty, tz] = ids.thread;
-            let [bx, by, bz] = ids.block;
-            crate::libc::io::print(
-                &self.client,
-                crate::libc::io::Stream::Stderr,
-                format_args!("{message} (thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz}))\n"),
-            );
+            let here = Coordinates(G::thread_ids());
+            crate::libc::io::print(&self.client, crate::libc::io::Stream::Stderr, format_args!("{message} ({here})\n"));
         }
         self.abort()
+    }
+}
+
+/// A thread's coordinates as the runtime's messages name it: `thread (x, y, z) of block (x, y, z)`.
+struct Coordinates(ThreadIds);
+
+impl core::fmt::Display for Coordinates {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let ([tx, ty, tz], [bx, by, bz]) = (self.0.thread, self.0.block);
+        write!(f, "thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz})")
     }
 }
 
