@@ -1,8 +1,8 @@
 //! Rust's std for the GPU, checked without a GPU: std and the startup's runtime for it are built for the NVIDIA
-//! target (`gpu_startup_setup::std_sysroot`, kept in `target/gpu-std/`), the programs of `tests/programs-std` are
-//! built against them with the bitcode linker, and each image must hold the startup's three kernels and may leave
-//! undefined only the functions of Hermit's ABI that the startup does not serve yet (`docs/std.md`). The images go to
-//! `target/gpu/std/nvptx/` with their programs' `expect.toml`, for the bundle's GPU suite.
+//! target (`gpu_startup_setup::std_sysroot`, kept in `target/gpu-startup-cache/std/`), the programs of
+//! `tests/programs-std` are built against them with the bitcode linker, and each image must hold the startup's three
+//! kernels and leave no function undefined (`docs/std.md`). The images go to `target/gpu/std/nvptx/` with their
+//! programs' `expect.toml`, for the bundle's GPU suite.
 
 use std::path::PathBuf;
 
