@@ -2,7 +2,8 @@
 //!
 //! PTX calls a function only with its exact prototype, and rustc's `main` for a std program takes `(argc, argv)`.
 //! Such a `main` is renamed `__gpu_startup_program_main`, and a `main` with the startup's prototype that calls it
-//! takes its place. A `main` of the startup's prototype is left as it is; any other is an error naming it.
+//! takes its place; where std defines how a thread ends after `main` (its thread-locals' destructors), the wrapper
+//! does that too. A `main` of the startup's prototype is left as it is; any other is an error naming it.
 //!
 //! The rewrite works on the module's text, with the thread-locals' (a std program has both).
 
@@ -10,6 +11,16 @@ use anyhow::{Result, bail};
 
 /// What the program's own `main` is renamed when the startup's `main` wraps it.
 const RENAMED: &str = "__gpu_startup_program_main";
+
+/// What std defines to end a thread after its `main` returned
+/// (`loader/setup/std-patches/0006-gpu-threads-named-and-ended.patch`).
+const THREAD_EXIT: &str = "__gpu_startup_std_thread_exit";
+
+/// Whether `ir` defines the function `name`.
+fn defines(ir: &str, name: &str) -> bool {
+    let called = format!(" @{name}(");
+    ir.lines().any(|line| line.starts_with("define ") && line.contains(&called))
+}
 
 /// `ir` (LLVM assembly) with its `main` given the startup's prototype, or `None` when it has it already or defines
 /// no `main`.
@@ -44,8 +55,12 @@ pub fn wrap_main(ir: &str) -> Result<Option<String>> {
         }
         module.push('\n');
     }
+    // std ends a thread that ran `main` (its thread-locals' destructors, then its handle) where it defines how.
+    let thread_exit = if defines(ir, THREAD_EXIT) { format!("  call void @{THREAD_EXIT}()\n") } else { String::new() };
     // The entry block takes `%3`, so the call's result is `%4`.
-    module.push_str(&format!("\ndefine i32 @main(i32 %0, ptr %1, ptr %2) {{\n  %4 = {call}\n  ret i32 %4\n}}\n"));
+    module.push_str(&format!(
+        "\ndefine i32 @main(i32 %0, ptr %1, ptr %2) {{\n  %4 = {call}\n{thread_exit}  ret i32 %4\n}}\n"
+    ));
     Ok(Some(module))
 }
 
@@ -67,6 +82,16 @@ mod tests {
         assert!(wrapped.contains(
             "define i32 @main(i32 %0, ptr %1, ptr %2) {\n  %4 = call i32 @__gpu_startup_program_main(i32 %0, ptr %1)\n"
         ));
+    }
+
+    #[test]
+    fn the_wrapper_ends_the_thread_as_std_does_where_std_defines_how() {
+        let with_std = format!("{STD_MAIN}\ndefine void @{THREAD_EXIT}() {{\n  ret void\n}}\n");
+        let wrapped = wrap_main(&with_std).unwrap().unwrap();
+        assert!(wrapped.contains(&format!(
+            "  %4 = call i32 @__gpu_startup_program_main(i32 %0, ptr %1)\n  call void @{THREAD_EXIT}()\n  ret i32 %4\n"
+        )));
+        assert!(!wrap_main(STD_MAIN).unwrap().unwrap().contains(THREAD_EXIT));
     }
 
     #[test]

@@ -40,6 +40,7 @@ pub const PATCHES: &[(&str, &str)] = &[
         "0005-gpu-panics-end-as-the-startups.patch",
         include_str!("../std-patches/0005-gpu-panics-end-as-the-startups.patch"),
     ),
+    ("0006-gpu-threads-named-and-ended.patch", include_str!("../std-patches/0006-gpu-threads-named-and-ended.patch")),
 ];
 
 /// The crates of the library that a std program links: std and the panic runtime the GPU targets use.
@@ -255,10 +256,22 @@ fn artifacts(messages: &str) -> Vec<PathBuf> {
 }
 
 /// Applies the unified diff `text` (after its explanation: from its first `--- ` line) to the library at `library`,
-/// whose paths it gives as `a/<path>`.
+/// whose paths it gives as `a/<path>`; one patch may change several files, each from its own `--- ` line.
 fn apply_patch(library: &Path, file: &str, text: &str) -> Result<()> {
     let start = text.find("\n--- ").map(|at| at + 1).with_context(|| format!("patch {file} has no `--- ` line"))?;
-    let patch = diffy::Patch::from_str(&text[start..]).with_context(|| format!("patch {file} is not a diff"))?;
+    let diff = &text[start..];
+    let mut starts: Vec<usize> = diff.match_indices("\n--- ").map(|(at, _)| at + 1).collect();
+    starts.insert(0, 0);
+    starts.push(diff.len());
+    for section in starts.windows(2).map(|bounds| &diff[bounds[0]..bounds[1]]) {
+        apply_file_diff(library, file, section)?;
+    }
+    Ok(())
+}
+
+/// Applies `section`, the part of patch `file` that changes one file, to the library at `library`.
+fn apply_file_diff(library: &Path, file: &str, section: &str) -> Result<()> {
+    let patch = diffy::Patch::from_str(section).with_context(|| format!("patch {file} is not a diff"))?;
     let path = patch
         .original()
         .and_then(|path| path.strip_prefix("a/"))
@@ -334,14 +347,32 @@ mod tests {
     }
 
     #[test]
-    fn every_patch_names_its_reason_and_upstream_fix_and_is_a_diff_of_one_library_file() {
+    fn every_patch_names_its_reason_and_upstream_fix_and_is_a_diff_of_library_files() {
         for (file, text) in PATCHES {
             let (explanation, diff) = text.split_at(text.find("\n--- ").unwrap() + 1);
             assert!(explanation.starts_with("Why: "), "{file}");
             assert!(explanation.contains("\nUpstream: "), "{file}");
-            let patch = diffy::Patch::from_str(diff).unwrap();
-            assert!(patch.original().unwrap().starts_with("a/"), "{file}");
+            for section in diff.split("\n--- ").map(|section| section.trim_start_matches("--- ")) {
+                let section = format!("--- {section}");
+                let patch = diffy::Patch::from_str(&section).unwrap();
+                assert!(patch.original().unwrap().starts_with("a/"), "{file}");
+            }
         }
+    }
+
+    #[test]
+    fn a_patch_of_several_files_changes_each() {
+        let dir = std::env::temp_dir().join(format!("gpu-std-patches-{}", std::process::id()));
+        for name in ["a.rs", "b.rs"] {
+            std::fs::create_dir_all(dir.join("std")).unwrap();
+            std::fs::write(dir.join("std").join(name), "one\ntwo\n").unwrap();
+        }
+        let patch = "Why: a test.\nUpstream: none.\n\n--- a/std/a.rs\n+++ b/std/a.rs\n@@ -1,2 +1,2 @@\n-one\n+1\n two\n\
+                     --- a/std/b.rs\n+++ b/std/b.rs\n@@ -1,2 +1,2 @@\n one\n-two\n+2\n";
+        apply_patch(&dir, "t.patch", patch).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("std/a.rs")).unwrap(), "1\ntwo\n");
+        assert_eq!(std::fs::read_to_string(dir.join("std/b.rs")).unwrap(), "one\n2\n");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -38,8 +38,11 @@ impl OpenFlags {
     /// A directory, opened to read its entries ([`DirectoryEntry`]): only with [`OpenFlags::READ`]; a path that is
     /// not a directory is `ENOTDIR`. Without this flag a directory is `EISDIR`.
     pub const DIRECTORY: u64 = 64;
+    /// Every write reaches the file at once, and its error is the write's, as a POSIX descriptor's (std's `File`);
+    /// without it the host holds what is written for a later write, flush or close, as C's streams buffer.
+    pub const UNBUFFERED: u64 = 128;
     /// Every flag there is; a head word with another bit set is `EINVAL`.
-    pub const ALL: u64 = 127;
+    pub const ALL: u64 = 255;
 
     pub const fn contains(self, flags: u64) -> bool {
         self.0 & flags == flags
@@ -82,8 +85,8 @@ impl OpenFlags {
     pub const O_NONBLOCK: i32 = 0o4000;
     pub const O_DIRECTORY: i32 = 0o200000;
 
-    /// The flags of a POSIX `open` (Rust std's `OpenOptions` on Hermit), or `None` for an access mode of 3 or a flag
-    /// not listed above.
+    /// The flags of a POSIX `open` (Rust std's `OpenOptions` on Hermit), [`OpenFlags::UNBUFFERED`] as a descriptor's
+    /// writes are, or `None` for an access mode of 3 or a flag not listed above.
     pub fn from_posix(flags: i32) -> Option<Self> {
         let known =
             3 | Self::O_CREAT | Self::O_EXCL | Self::O_TRUNC | Self::O_APPEND | Self::O_NONBLOCK | Self::O_DIRECTORY;
@@ -106,7 +109,7 @@ impl OpenFlags {
         let truncate = if has(Self::O_TRUNC) { Self::TRUNCATE } else { 0 };
         let append = if has(Self::O_APPEND) { Self::APPEND } else { 0 };
         let directory = if has(Self::O_DIRECTORY) { Self::DIRECTORY } else { 0 };
-        Some(Self(access | create | truncate | append | directory))
+        Some(Self(access | create | truncate | append | directory | Self::UNBUFFERED))
     }
 }
 
@@ -316,7 +319,9 @@ mod tests {
 
     #[test]
     fn posix_flags_become_open_flags() {
-        let flags = |posix: i32| OpenFlags::from_posix(posix).map(|flags| flags.0);
+        // A descriptor's writes are unbuffered, whatever else it asks.
+        let flags = |posix: i32| OpenFlags::from_posix(posix).map(|flags| flags.0 & !OpenFlags::UNBUFFERED);
+        assert!(OpenFlags::from_posix(0).unwrap().contains(OpenFlags::UNBUFFERED));
         let (r, w, a, t, c, n) = (
             OpenFlags::READ,
             OpenFlags::WRITE,

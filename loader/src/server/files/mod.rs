@@ -87,6 +87,8 @@ struct OpenFile {
     pending: Vec<u8>,
     /// An error writing `pending` out that the device has not been told of: the next flush or close returns it.
     deferred_error: Option<io::Error>,
+    /// Opened with [`OpenFlags::UNBUFFERED`]: writes go to the file as they come, their errors with them.
+    unbuffered: bool,
     /// For a directory opened with [`OpenFlags::DIRECTORY`]: its entries, which reads give instead of `file`'s bytes.
     listing: Option<Listing>,
 }
@@ -163,6 +165,7 @@ impl Files {
             read_ahead: ReadAhead::default(),
             pending: Vec::new(),
             deferred_error: None,
+            unbuffered: flags.contains(OpenFlags::UNBUFFERED),
             listing: None,
         };
         Ok(self.insert(open))
@@ -171,7 +174,7 @@ impl Files {
     /// Opens the directory at `path` to read its entries: for reading only (`EINVAL` otherwise), and only a directory
     /// (`ENOTDIR`).
     fn open_directory(&mut self, path: &Path, flags: OpenFlags) -> Result<u64, c_int> {
-        if flags.0 != OpenFlags::READ | OpenFlags::DIRECTORY {
+        if flags.0 & !OpenFlags::UNBUFFERED != OpenFlags::READ | OpenFlags::DIRECTORY {
             return Err(errno::EINVAL);
         }
         // `O_DIRECTORY` refuses anything else (`ENOTDIR`) before opening it, so a FIFO cannot block the host here.
@@ -189,6 +192,7 @@ impl Files {
             read_ahead: ReadAhead::default(),
             pending: Vec::new(),
             deferred_error: None,
+            unbuffered: true,
             listing: Some(listing),
         };
         Ok(self.insert(open))
@@ -332,6 +336,10 @@ impl OpenFile {
             // The file's position is past what the device has read: writes go where it is.
             self.file.seek(SeekFrom::Current(-(self.read_ahead.unread() as i64)))?;
             self.read_ahead.discard();
+        }
+        if self.unbuffered {
+            // Nothing waits in `pending` for an unbuffered file: every write went out as it came.
+            return self.file.write_all(bytes);
         }
         if self.pending.len() + bytes.len() > WRITE_BUFFER {
             self.write_out()?;

@@ -18,18 +18,12 @@ impl<G: Gpu> Runtime<G> {
         self.end_panic(|| self.report_panic(info))
     }
 
-    /// The end of a panic whose message was printed already: std's panic hook prints it, then std's panic runtime
+    /// The end of a panic whose message was printed already: std's panic hook prints it, naming the thread by its
+    /// coordinates (`loader/setup/std-patches/0006-gpu-threads-named-and-ended.patch`), then std's panic runtime
     /// calls this (`loader/setup/std-patches/0005-gpu-panics-end-as-the-startups.patch`). As [`Runtime::panic`],
-    /// but the first panicking thread adds only its coordinates.
+    /// without a message of its own.
     pub fn panic_reported(&self) -> ! {
-        self.end_panic(|| {
-            let here = Coordinates(G::thread_ids());
-            crate::libc::io::print(
-                &self.client,
-                crate::libc::io::Stream::Stderr,
-                format_args!("the panic above was in {here}\n"),
-            );
-        })
+        self.end_panic(|| {})
     }
 
     /// Counts the calling thread as panicked, has the first such thread of the run `report`, and ends the thread.
@@ -78,7 +72,7 @@ impl<G: Gpu> Runtime<G> {
 }
 
 /// A thread's coordinates as the runtime's messages name it: `thread (x, y, z) of block (x, y, z)`.
-struct Coordinates(ThreadIds);
+pub(crate) struct Coordinates(pub(crate) ThreadIds);
 
 impl core::fmt::Display for Coordinates {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

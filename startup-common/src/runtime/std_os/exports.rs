@@ -234,6 +234,18 @@ macro_rules! std_os_runtime {
             RUNTIME.panic_reported()
         }
 
+        /// std's name for the calling thread, its coordinates
+        /// (`loader/setup/std-patches/0006-gpu-threads-named-and-ended.patch`): the length written into `name`.
+        ///
+        /// # Safety
+        /// `name` must be `capacity` writable bytes.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn __gpu_startup_thread_name(name: *mut u8, capacity: usize) -> usize {
+            // SAFETY: std passes a buffer of `capacity` bytes.
+            let name = unsafe { ::core::slice::from_raw_parts_mut(name, capacity) };
+            $crate::runtime::std_os::thread_name::<$gpu>(name)
+        }
+
         /// Hermit's `sys_futex_wait` ([`std_os::futex_wait`]($crate::runtime::std_os::futex_wait)).
         ///
         /// # Safety

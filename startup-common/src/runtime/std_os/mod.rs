@@ -13,6 +13,7 @@ use crate::gpu::Gpu;
 // Hermit's error numbers, which these functions return negated, are Linux's, as the contract's are.
 use crate::libc::errno;
 use crate::rpc::Client;
+use crate::runtime::startup::Coordinates;
 
 mod exports;
 mod files;
@@ -153,6 +154,29 @@ pub fn read_entropy<G: Gpu>(bytes: &mut [u8]) -> isize {
     bytes.len() as isize
 }
 
+/// `__gpu_startup_thread_name` (for `loader/setup/std-patches/0006-gpu-threads-named-and-ended.patch`): std's name
+/// for the calling thread, its coordinates as the runtime's messages give them (`thread (x, y, z) of block (x, y,
+/// z)`), written into `name`; the length written, cut to `name`'s length (the text is ASCII).
+pub fn thread_name<G: Gpu>(name: &mut [u8]) -> usize {
+    /// Writes into a slice, keeping what fits.
+    struct Cut<'a> {
+        bytes: &'a mut [u8],
+        length: usize,
+    }
+    impl core::fmt::Write for Cut<'_> {
+        fn write_str(&mut self, text: &str) -> core::fmt::Result {
+            let room = &mut self.bytes[self.length..];
+            let taken = text.len().min(room.len());
+            room[..taken].copy_from_slice(&text.as_bytes()[..taken]);
+            self.length += taken;
+            Ok(())
+        }
+    }
+    let mut cut = Cut { bytes: name, length: 0 };
+    let _ = core::fmt::Write::write_fmt(&mut cut, format_args!("{}", Coordinates(G::thread_ids())));
+    cut.length
+}
+
 /// The calling GPU thread's index in the grid and the grid's thread count (saturating: host threads, which stand in
 /// for GPU threads in the host tests, report a grid of `u32::MAX` blocks in each dimension).
 pub fn thread_in_grid<G: Gpu>() -> (u64, u64) {
@@ -181,6 +205,17 @@ mod tests {
         let start = HostThread::nanoseconds();
         usleep::<HostThread>(2000);
         assert!(HostThread::nanoseconds() - start >= 2_000_000);
+    }
+
+    #[test]
+    fn a_threads_name_is_its_coordinates_cut_to_the_room_given() {
+        let mut name = [0u8; 96];
+        let length = thread_name::<HostThread>(&mut name);
+        let name = core::str::from_utf8(&name[..length]).unwrap();
+        assert!(name.starts_with("thread (") && name.contains(") of block ("), "{name}");
+        let mut short = [0u8; 9];
+        assert_eq!(thread_name::<HostThread>(&mut short), 9);
+        assert_eq!(&short[..], &name.as_bytes()[..9]);
     }
 
     #[test]

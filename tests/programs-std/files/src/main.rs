@@ -94,6 +94,9 @@ fn directories() -> io::Result<()> {
     fs::remove_dir("tree/a")?;
     fs::remove_dir("tree")?;
     println!("tree removed: {}", !fs::exists("tree")?);
+    report("write to a full disk", fs::write("/dev/full", "x"));
+    let mut line = String::new();
+    println!("read_line at stdin's end: {:?}", io::stdin().read_line(&mut line).map_err(|error| kind_and_code(&error)));
     Ok(())
 }
 

@@ -48,6 +48,25 @@ fn a_file_is_written_in_pieces_sought_read_back_and_unlinked() {
 }
 
 #[test]
+fn a_write_reaches_the_file_at_once_and_fails_itself_when_the_disk_is_full() {
+    let scratch = Scratch::new();
+    let path = scratch.path("now.txt");
+    let mut setup = Setup::new(no_stdin());
+    setup.one(|client| {
+        let fd = std_os::open(client, &path, CREATE_TRUNCATE);
+        assert_eq!(std_os::write(client, fd, b"at once"), 7);
+        let on_disk = std::fs::read(std::str::from_utf8(&path).unwrap()).unwrap();
+        assert_eq!(on_disk, b"at once", "written before the file is closed");
+        assert_eq!(std_os::close(client, fd), 0);
+
+        let full = std_os::open(client, b"/dev/full", OpenFlags::O_WRONLY);
+        assert!(full >= 3, "{full}");
+        assert_eq!(std_os::write(client, full, b"x"), -(errno::ENOSPC as isize), "the write's own error");
+        assert_eq!(std_os::close(client, full), 0, "nothing left to fail at the close");
+    });
+}
+
+#[test]
 fn the_standard_descriptors_do_what_they_can_and_refuse_the_rest() {
     let scratch = Scratch::new();
     let mut setup = Setup::new(Box::new(Cursor::new(b"typed\n".to_vec())));
