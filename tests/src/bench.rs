@@ -19,6 +19,8 @@ mod baselines;
 mod heap;
 #[path = "bench/idle.rs"]
 mod idle;
+#[path = "bench/image_sizes.rs"]
+mod image_sizes;
 #[path = "bench/kernel_phase.rs"]
 mod kernel_phase;
 #[path = "bench/print.rs"]
@@ -29,6 +31,8 @@ mod report;
 mod rpc;
 #[path = "bench/runs.rs"]
 mod runs;
+#[path = "bench/std_programs.rs"]
+mod std_programs;
 #[path = "bench/test_runner.rs"]
 mod test_runner;
 
@@ -38,7 +42,8 @@ struct Cli {
     #[command(subcommand)]
     child: Option<Child>,
     /// The folder of NVIDIA images (`empty.ptx`, `rpc-latency.ptx`, `idle.ptx`, `print-flood.ptx`,
-    /// `printf-flood-c.ptx`, `heap-throughput-c.ptx`).
+    /// `printf-flood-c.ptx`, `heap-throughput-c.ptx`, and the std programs `print-flood-std.ptx` and
+    /// `contention-std.ptx`).
     #[arg(long)]
     images: Option<PathBuf>,
     /// The gpu-loader binary, for the whole-process benchmarks.
@@ -143,6 +148,15 @@ fn benchmarks(cli: &Cli) -> Result<()> {
     }
     if wanted("print-throughput printf-throughput") {
         rows.extend(print::print_throughput(&images, &loader, repeat.min(3))?);
+    }
+    if wanted("image-size") {
+        rows.extend(image_sizes::image_sizes(&images)?);
+    }
+    if wanted("print-throughput-std") {
+        rows.push(std_programs::print_throughput_std(&images, &loader, repeat.min(3))?);
+    }
+    if wanted("mutex-std") {
+        rows.push(std_programs::mutex_contention(&images, &loader, repeat.min(5))?);
     }
     if wanted("idle-cpu") {
         rows.push(idle::idle_cpu(&images, repeat.min(3))?);

@@ -87,11 +87,7 @@ pub fn loader_run(images: &Path, loader: &Path, repeat: usize) -> Result<Row> {
 pub fn grid_scaling(images: &Path, repeat: usize) -> Result<Vec<Row>> {
     let mut session = session(images, "empty", &[])?;
     let barrier = BarrierKernel::load()?;
-    let device = result::device::get(0)?;
-    // SAFETY: a plain query.
-    let sms = unsafe {
-        result::device::get_attribute(device, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-    }? as u32;
+    let sms = multiprocessors()?;
     let resident = sms * barrier.blocks_per_sm()?;
     let mut rows = Vec::new();
     let sizes: Vec<(String, LaunchParams)> = [
@@ -126,4 +122,14 @@ pub fn grid_scaling(images: &Path, repeat: usize) -> Result<Vec<Row>> {
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// How many multiprocessors device 0 has.
+pub fn multiprocessors() -> Result<u32> {
+    let device = result::device::get(0)?;
+    // SAFETY: a plain query.
+    let count = unsafe {
+        result::device::get_attribute(device, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+    }?;
+    Ok(count as u32)
 }

@@ -106,17 +106,17 @@ pub fn print_throughput(images: &Path, loader: &Path, repeat: usize) -> Result<V
 }
 
 /// What [`count_lines`] saw of one run.
-struct Counted {
-    elapsed: Duration,
+pub(crate) struct Counted {
+    pub(crate) elapsed: Duration,
     /// Lines that arrived whole: `line ID from thread T of block B` with ID = B × 1024 + T, each ID once.
-    lines: u64,
+    pub(crate) lines: u64,
     /// Whether the command exited (successfully) within the limit, rather than being killed at it.
-    finished: bool,
+    pub(crate) finished: bool,
 }
 
 /// Runs `command`, a flood of `line ID from thread T of block B` lines, counting the lines of its standard output
 /// that arrived whole ([`FloodLines`]); kills it once `limit` has passed.
-fn count_lines(command: &mut Command, limit: Duration) -> Result<Counted> {
+pub(crate) fn count_lines(command: &mut Command, limit: Duration) -> Result<Counted> {
     let started = Instant::now();
     let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
     let mut stdout = child.stdout.take().context("piped stdout")?;
