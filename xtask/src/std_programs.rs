@@ -4,7 +4,7 @@
 //! kernels and leave no function undefined (`docs/std.md`). The images go to `target/gpu/std/nvptx/` with their
 //! programs' `expect.toml`, for the bundle's GPU suite.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, ensure};
 use gpu_startup_setup::std_sysroot::{self, std_spec_name};
@@ -37,13 +37,14 @@ pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
         NVPTX.fallback_arch,
         linker.display()
     );
+    let out = target_dir.join(std_spec_name(&NVPTX)).join("release");
+    relink_if_the_runtime_changed(&std.runtime, &target_dir, &out)?;
     cmd!(
         sh,
         "cargo build --quiet --release --manifest-path {manifest} --target {spec_file} -Zjson-target-spec --target-dir {target_dir}"
     )
     .env("RUSTFLAGS", rustflags)
     .run()?;
-    let out = target_dir.join(std_spec_name(&NVPTX)).join("release");
     let published = out_dir();
     let _ = std::fs::remove_dir_all(&published);
     std::fs::create_dir_all(&published)?;
@@ -82,6 +83,35 @@ pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
         images.push(image);
     }
     Ok(images)
+}
+
+/// Removes the linked images under `out` when the startup's runtime for std (`runtime`, rlibs the bitcode linker adds
+/// to every program, which cargo does not know of) changed since they were linked, so that cargo links them again.
+fn relink_if_the_runtime_changed(runtime: &Path, target_dir: &Path, out: &Path) -> Result<()> {
+    let mut rlibs = Vec::new();
+    for entry in std::fs::read_dir(runtime).with_context(|| format!("cannot read {}", runtime.display()))? {
+        // By content: the runtime is copied into place anew on every build.
+        let path = entry?.path();
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(&std::fs::read(&path)?, &mut hasher);
+        rlibs.push(format!("{} {:016x}", path.display(), std::hash::Hasher::finish(&hasher)));
+    }
+    rlibs.sort();
+    let stamp = target_dir.join("runtime.stamp");
+    let now = rlibs.join("\n");
+    if std::fs::read_to_string(&stamp).is_ok_and(|before| before == now) {
+        return Ok(());
+    }
+    for dir in [out.to_owned(), out.join("deps")] {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten() {
+            let path = entry?.path();
+            if path.extension().is_some_and(|extension| extension == "ptx") {
+                std::fs::remove_file(&path).with_context(|| format!("cannot remove {}", path.display()))?;
+            }
+        }
+    }
+    std::fs::create_dir_all(target_dir)?;
+    std::fs::write(&stamp, now).with_context(|| format!("cannot write {}", stamp.display()))
 }
 
 /// Where std is built for `cargo xtask` (the std programs and the out-of-tree crate's `init --std`, which finds it

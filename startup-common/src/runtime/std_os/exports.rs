@@ -340,5 +340,7 @@ macro_rules! std_os_runtime {
             // SAFETY: the linker passes the thread-local's control variable.
             unsafe { RUNTIME.thread_local(&*control) }
         }
+
+        $crate::std_os_unsupported!();
     };
 }

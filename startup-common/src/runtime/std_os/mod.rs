@@ -18,6 +18,7 @@ use crate::runtime::startup::Coordinates;
 mod exports;
 mod files;
 mod thread_locals;
+mod unsupported;
 
 pub use files::{
     IoVec, Stat, close, make_directory, open, read, read_directory, read_vectored, remove_directory, seek, stat_open,
