@@ -82,6 +82,9 @@ struct Cli {
     /// Run tests of IMAGE as the test runner asks on its stdin (the test runner starts this itself).
     #[arg(long, hide = true)]
     test_worker: bool,
+    /// Run a std test binary as a program: libtest's parent (the loader) runs its tests so (`harness::libtest`).
+    #[arg(long, hide = true)]
+    libtest_child: bool,
     /// The GPU image: PTX, an NVIDIA cubin or an AMD code object.
     image: PathBuf,
     /// Arguments for the program (argv[1..]); argv[0] is IMAGE as given. For a test binary: libtest's options.
@@ -115,7 +118,12 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
 /// Runs the program, or the tests of a test binary; returns the exit code.
 /// Runs the image (or the test binary's tests); returns the exit code and whether every kernel the run launched has
 /// ended.
-fn run_or_test(options: &RunOptions, device: Option<usize>, args: &[OsString]) -> Result<(i32, bool), LoaderError> {
+fn run_or_test(
+    options: &RunOptions,
+    device: Option<usize>,
+    args: &[OsString],
+    libtest_child: bool,
+) -> Result<(i32, bool), LoaderError> {
     let started = Instant::now();
     crate::launch::validate(&options.launch)?;
     let image = Image::read(&options.image)?;
@@ -123,6 +131,10 @@ fn run_or_test(options: &RunOptions, device: Option<usize>, args: &[OsString]) -
     image.check_startup_abi()?;
     let constructors = crate::ctors::ConstructorTable::of(&image)?;
     let tests = crate::test_list::read(&image)?;
+    if image.links_libtest() && !libtest_child {
+        // libtest's parent starts runs of its own, one per test (and two to list them).
+        return Ok((harness::libtest::run(options, device, args), true));
+    }
     if crate::test_list::is_test_binary(&image, &tests)? {
         // The runner launches nothing itself: its workers are processes of their own.
         return Ok((harness::run(options, device, image.kind.target(), tests, args), true));
@@ -202,7 +214,7 @@ pub fn main(host_calls: HostCalls) -> ! {
         std::process::exit(harness::worker::serve(&options));
     }
 
-    let (code, finished) = match run_or_test(&options, cli.device, &cli.args) {
+    let (code, finished) = match run_or_test(&options, cli.device, &cli.args, cli.libtest_child) {
         Ok(outcome) => outcome,
         Err(error) => {
             eprintln!("gpu-loader: {}", one_line(&error.to_string()));

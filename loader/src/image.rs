@@ -229,6 +229,11 @@ impl Image {
 
     /// Whether the image defines [`abi::EARLY_LAUNCH_MARKER`]: its startup lets the loader launch each kernel while
     /// the one before still runs.
+    /// Whether the image is a std test binary, whose tests libtest runs ([`abi::LIBTEST_MARKER`]).
+    pub fn links_libtest(&self) -> bool {
+        self.global_symbols().iter().any(|name| name == abi::LIBTEST_MARKER)
+    }
+
     pub fn defines_early_launch_marker(&self) -> bool {
         self.global_symbols().iter().any(|name| name == abi::EARLY_LAUNCH_MARKER)
     }

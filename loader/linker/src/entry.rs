@@ -8,6 +8,7 @@
 //! The rewrite works on the module's text, with the thread-locals' (a std program has both).
 
 use anyhow::{Result, bail};
+use gpu_startup_protocol::abi::LIBTEST_MARKER;
 
 /// What the program's own `main` is renamed when the startup's `main` wraps it.
 const RENAMED: &str = "__gpu_startup_program_main";
@@ -15,6 +16,16 @@ const RENAMED: &str = "__gpu_startup_program_main";
 /// What std defines to end a thread after its `main` returned
 /// (`loader/setup/std-patches/0006-gpu-threads-named-and-ended.patch`).
 const THREAD_EXIT: &str = "__gpu_startup_std_thread_exit";
+
+/// Whether `ir` is a libtest binary: it defines libtest's entry, `test::test_main_static` (or its `_abort` form,
+/// which rustc's test harness calls when tests are built with `panic = "abort"`).
+fn links_libtest(ir: &str) -> bool {
+    // Both manglings spell the path `4test16test_main_static` (`_ZN...` and `_R...`); `_abort` adds to the name.
+    ir.lines().any(|line| {
+        line.starts_with("define ")
+            && (line.contains("4test16test_main_static") || line.contains("4test22test_main_static_abort"))
+    })
+}
 
 /// Whether `ir` defines the function `name`.
 fn defines(ir: &str, name: &str) -> bool {
@@ -61,6 +72,9 @@ pub fn wrap_main(ir: &str) -> Result<Option<String>> {
     module.push_str(&format!(
         "\ndefine i32 @main(i32 %0, ptr %1, ptr %2) {{\n  %4 = {call}\n{thread_exit}  ret i32 %4\n}}\n"
     ));
+    if links_libtest(ir) {
+        module.push_str(&format!("\n@{LIBTEST_MARKER} = constant i8 1\n"));
+    }
     Ok(Some(module))
 }
 
@@ -92,6 +106,14 @@ mod tests {
             "  %4 = call i32 @__gpu_startup_program_main(i32 %0, ptr %1)\n  call void @{THREAD_EXIT}()\n  ret i32 %4\n"
         )));
         assert!(!wrap_main(STD_MAIN).unwrap().unwrap().contains(THREAD_EXIT));
+    }
+
+    #[test]
+    fn a_libtest_binary_is_marked_for_the_loader() {
+        let harness =
+            format!("{STD_MAIN}\ndefine void @_RNvCs1234_4test22test_main_static_abort() {{\n  ret void\n}}\n");
+        assert!(wrap_main(&harness).unwrap().unwrap().ends_with(&format!("@{LIBTEST_MARKER} = constant i8 1\n")));
+        assert!(!wrap_main(STD_MAIN).unwrap().unwrap().contains(LIBTEST_MARKER));
     }
 
     #[test]

@@ -21,9 +21,9 @@ mod thread_locals;
 /// them by name (see `docs/abi.md`): the constructor tables and a test binary's test table.
 const LOADER_VISIBLE_PREFIXES: &[&str] = &["__init_array_", "__fini_array_", gpu_startup_protocol::test_table::PREFIX];
 /// `main` among them: the loader tells a program's own `main` from the startup's weak default by its linkage.
-const LOADER_VISIBLE_NAMES: [&str; 5] = {
-    use gpu_startup_protocol::abi::{EARLY_LAUNCH_MARKER, Kernel, MAIN_SYMBOL};
-    [Kernel::Begin.name(), Kernel::Start.name(), Kernel::End.name(), MAIN_SYMBOL, EARLY_LAUNCH_MARKER]
+const LOADER_VISIBLE_NAMES: [&str; 6] = {
+    use gpu_startup_protocol::abi::{EARLY_LAUNCH_MARKER, Kernel, LIBTEST_MARKER, MAIN_SYMBOL};
+    [Kernel::Begin.name(), Kernel::Start.name(), Kernel::End.name(), MAIN_SYMBOL, EARLY_LAUNCH_MARKER, LIBTEST_MARKER]
 };
 
 /// The largest input the linker reads: far above any object or archive rustc passes (`core`'s rlib, among the

@@ -43,8 +43,9 @@ pub const PATCHES: &[(&str, &str)] = &[
     ("0006-gpu-threads-named-and-ended.patch", include_str!("../std-patches/0006-gpu-threads-named-and-ended.patch")),
 ];
 
-/// The crates of the library that a std program links: std and the panic runtime the GPU targets use.
-const CRATES: &[&str] = &["std", "panic_abort"];
+/// The crates of the library that a std program links: std, the panic runtime the GPU targets use, and libtest, for
+/// `#[test]`s.
+const CRATES: &[&str] = &["std", "panic_abort", "test"];
 
 /// The name of `target`'s std spec: its file is `<name>.json`, and its libraries are in the sysroot's
 /// `lib/rustlib/<name>/lib`.
@@ -104,7 +105,8 @@ fn build_std(rustc: &Rustc, target: &Target, std_spec: &str, cache: &Path) -> Re
     let version = output_of(rustc.command().arg("-vV"))?;
     // The spec as programs get it, but for the cache folder in its runtime's path, which the key names.
     let spec_shape = with_runtime(std_spec, Path::new("runtime"))?;
-    let key = cache_key(&[&version, &spec_shape, &PATCHES.iter().map(|(_, text)| *text).collect::<String>()]);
+    let patches = PATCHES.iter().map(|(_, text)| *text).collect::<String>();
+    let key = cache_key(&[&version, &spec_shape, &patches, &CRATES.join(" ")]);
     let dir = cache.join(format!("{name}-{key}"));
     let runtime = dir.join("sysroot/lib/rustlib").join(&name).join("runtime");
     let result = StdSysroot {

@@ -9,6 +9,7 @@
 //! GPUs, and a test that leaves its worker unusable (a fault, a timeout) fails alone while a new worker takes over.
 
 pub mod child;
+pub mod libtest;
 pub mod pool;
 pub mod protocol;
 pub mod verdict;

@@ -67,6 +67,10 @@ pub const FINI_OBJECT_PREFIX: &str = "__fini_array_object_";
 /// one before. Without it, each kernel starts only once the one before has ended.
 pub const EARLY_LAUNCH_MARKER: &str = "__gpu_startup_early_launch";
 
+/// A global that the bitcode linker adds to a std program that links libtest (a `cargo test` binary of `#[test]`s):
+/// the loader then plays libtest's parent, running each test in a run of its own (`docs/testing-your-code.md`).
+pub const LIBTEST_MARKER: &str = "__gpu_startup_libtest";
+
 /// Progress markers the startup writes into [`Control::progress`], so that the host can name the kernel that
 /// faulted without synchronising between launches.
 pub mod progress {
