@@ -15,6 +15,9 @@ use xshell::{Shell, cmd};
 /// The programs' workspace.
 const PROGRAMS: &str = "tests/programs-std";
 
+/// The member whose `#[test]`s make the libtest binary.
+const LIBTEST_PACKAGE: &str = "libtest-std";
+
 /// The kernels every image holds.
 const KERNELS: [&str; 3] = ["_begin", "_start", "_end"];
 
@@ -43,46 +46,69 @@ pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
         sh,
         "cargo build --quiet --release --manifest-path {manifest} --target {spec_file} -Zjson-target-spec --target-dir {target_dir}"
     )
-    .env("RUSTFLAGS", rustflags)
+    .env("RUSTFLAGS", &rustflags)
     .run()?;
     let published = out_dir();
     let _ = std::fs::remove_dir_all(&published);
     std::fs::create_dir_all(&published)?;
     let mut images = Vec::new();
     for program in programs()? {
-        let image = out.join(format!("{program}.ptx"));
-        let ptx = std::fs::read_to_string(&image).with_context(|| format!("no image {}", image.display()))?;
-        let unknown = undefined_functions(&ptx);
-        ensure!(
-            unknown.is_empty(),
-            "{} calls functions that neither it nor the startup's runtime for std defines: {}",
-            image.display(),
-            unknown.join(", ")
-        );
-        for kernel in KERNELS {
-            ensure!(
-                ptx.contains(&format!(".entry {kernel}(")),
-                "{} has no kernel `{kernel}`: the startup's runtime was not linked in",
-                image.display()
-            );
-        }
-        println!("xtask: {program}: {} KB of PTX, with the startup's kernels", ptx.len() / 1000);
         let member = program.strip_suffix("-std").expect("programs are named <member>-std");
-        // `expect.toml` is the program's case, `expect.VARIANT.toml` a variant's, as in tests/programs.
-        for entry in std::fs::read_dir(root.join(PROGRAMS).join(member))? {
-            let path = entry?.path();
-            let name = path.file_name().and_then(|name| name.to_str()).unwrap_or_default();
-            let Some(variant) = name.strip_prefix("expect").and_then(|rest| rest.strip_suffix(".toml")) else {
-                continue;
-            };
-            std::fs::copy(&path, published.join(format!("{program}{variant}.expect.toml")))
-                .with_context(|| format!("cannot copy {}", path.display()))?;
-        }
-        let image = published.join(format!("{program}.ptx"));
-        std::fs::write(&image, ptx)?;
-        images.push(image);
+        images.push(publish(&root, &program, member, &out.join(format!("{program}.ptx")), &published)?);
     }
+    // The libtest binary: `cargo test`'s build of `#[test]`s, with the test profile, as a user's `cargo test` makes it.
+    let messages = cmd!(
+        sh,
+        "cargo test --no-run --quiet --manifest-path {manifest} --target {spec_file} -Zjson-target-spec --target-dir {target_dir} --package {LIBTEST_PACKAGE} --lib --message-format json"
+    )
+    .env("RUSTFLAGS", rustflags)
+    .read()?;
+    let binary = test_executable(&messages).context("cargo test --no-run named no test binary")?;
+    let member = LIBTEST_PACKAGE.strip_suffix("-std").expect("named <member>-std");
+    images.push(publish(&root, LIBTEST_PACKAGE, member, &binary, &published)?);
     Ok(images)
+}
+
+/// Checks the image at `image`, the program `program` of the member folder `member`, and puts it into `published`
+/// with the member's expectations (`expect.toml` the program's case, `expect.VARIANT.toml` a variant's, as in
+/// tests/programs); the published image.
+fn publish(root: &Path, program: &str, member: &str, image: &Path, published: &Path) -> Result<PathBuf> {
+    let ptx = std::fs::read_to_string(image).with_context(|| format!("no image {}", image.display()))?;
+    let unknown = undefined_functions(&ptx);
+    ensure!(
+        unknown.is_empty(),
+        "{} calls functions that neither it nor the startup's runtime for std defines: {}",
+        image.display(),
+        unknown.join(", ")
+    );
+    for kernel in KERNELS {
+        ensure!(
+            ptx.contains(&format!(".entry {kernel}(")),
+            "{} has no kernel `{kernel}`: the startup's runtime was not linked in",
+            image.display()
+        );
+    }
+    println!("xtask: {program}: {} KB of PTX, with the startup's kernels", ptx.len() / 1000);
+    for entry in std::fs::read_dir(root.join(PROGRAMS).join(member))? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|name| name.to_str()).unwrap_or_default();
+        let Some(variant) = name.strip_prefix("expect").and_then(|rest| rest.strip_suffix(".toml")) else {
+            continue;
+        };
+        std::fs::copy(&path, published.join(format!("{program}{variant}.expect.toml")))
+            .with_context(|| format!("cannot copy {}", path.display()))?;
+    }
+    let published = published.join(format!("{program}.ptx"));
+    std::fs::write(&published, ptx)?;
+    Ok(published)
+}
+
+/// The test binary that `cargo test --no-run --message-format json` reported (`executable` of its artifact).
+fn test_executable(messages: &str) -> Option<PathBuf> {
+    messages
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find_map(|message| message["executable"].as_str().map(PathBuf::from))
 }
 
 /// Removes the linked images under `out` when the startup's runtime for std (`runtime`, rlibs the bitcode linker adds
@@ -102,7 +128,8 @@ fn relink_if_the_runtime_changed(runtime: &Path, target_dir: &Path, out: &Path) 
     if std::fs::read_to_string(&stamp).is_ok_and(|before| before == now) {
         return Ok(());
     }
-    for dir in [out.to_owned(), out.join("deps")] {
+    let debug = out.with_file_name("debug");
+    for dir in [out.to_owned(), out.join("deps"), debug.clone(), debug.join("deps")] {
         for entry in std::fs::read_dir(&dir).into_iter().flatten() {
             let path = entry?.path();
             if path.extension().is_some_and(|extension| extension == "ptx") {
@@ -129,7 +156,8 @@ pub fn out_dir() -> PathBuf {
     crate::project_root().join("target/gpu/std").join(NVPTX.name)
 }
 
-/// The programs of the workspace: its members' folder names, each built as the binary `<folder>-std`.
+/// The programs of the workspace: its members' folder names, each built as the binary `<folder>-std`, but for the
+/// libraries.
 fn programs() -> Result<Vec<String>> {
     #[derive(serde::Deserialize)]
     struct Manifest {
@@ -142,7 +170,15 @@ fn programs() -> Result<Vec<String>> {
     let path = crate::project_root().join(PROGRAMS).join("Cargo.toml");
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
     let manifest: Manifest = toml::from_str(&text).with_context(|| format!("{} names no members", path.display()))?;
-    Ok(manifest.workspace.members.into_iter().map(|member| format!("{member}-std")).collect())
+    // A member without `src/main.rs` is a library, whose tests make the libtest binary.
+    let root = crate::project_root().join(PROGRAMS);
+    Ok(manifest
+        .workspace
+        .members
+        .into_iter()
+        .filter(|member| root.join(member).join("src/main.rs").is_file())
+        .map(|member| format!("{member}-std"))
+        .collect())
 }
 
 /// The functions a PTX image declares `.extern`: called, not defined.
