@@ -43,7 +43,7 @@ pub fn run(options: &RunOptions, device: Option<usize>, args: &[OsString]) -> i3
     let (tests, ignored) = match child.list() {
         Ok(listed) => listed,
         Err(message) => {
-            eprintln!("gpu-loader: {}", crate::cli::one_line(&message));
+            eprintln!("gpu-loader: {}", message.replace('\n', "\\n"));
             return LOADER_ERROR_EXIT_CODE;
         }
     };

@@ -12,6 +12,7 @@
 
 pub mod allocator;
 pub mod atexit;
+pub(crate) mod coordinates;
 pub mod ctor;
 pub mod cxxabi;
 pub mod startup;

@@ -15,7 +15,6 @@ use crate::gpu::Gpu;
 use crate::libc::heap::Heap;
 use crate::rpc;
 use crate::runtime::atexit::{AtExitRegistry, Handler, RegistryFull};
-pub(crate) use ending::Coordinates;
 use ending::report_panicked_threads;
 
 mod ending;

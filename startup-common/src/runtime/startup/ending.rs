@@ -6,7 +6,8 @@ use core::sync::atomic::Ordering;
 use super::Runtime;
 use crate::gpu::Gpu;
 use crate::libc::heap::HeapError;
-use gpu_startup_protocol::abi::{Control, ThreadIds};
+use crate::runtime::coordinates::Coordinates;
+use gpu_startup_protocol::abi::Control;
 
 impl<G: Gpu> Runtime<G> {
     /// The default panic handler. The first thread to panic in a run reports `panicked at FILE:LINE:COL: message`
@@ -68,16 +69,6 @@ impl<G: Gpu> Runtime<G> {
             crate::libc::io::print(&self.client, crate::libc::io::Stream::Stderr, format_args!("{message} ({here})\n"));
         }
         self.abort()
-    }
-}
-
-/// A thread's coordinates as the runtime's messages name it: `thread (x, y, z) of block (x, y, z)`.
-pub(crate) struct Coordinates(pub(crate) ThreadIds);
-
-impl core::fmt::Display for Coordinates {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let ([tx, ty, tz], [bx, by, bz]) = (self.0.thread, self.0.block);
-        write!(f, "thread ({tx}, {ty}, {tz}) of block ({bx}, {by}, {bz})")
     }
 }
 

@@ -13,7 +13,7 @@ use crate::gpu::Gpu;
 // Hermit's error numbers, which these functions return negated, are Linux's, as the contract's are.
 use crate::libc::errno;
 use crate::rpc::Client;
-use crate::runtime::startup::Coordinates;
+use crate::runtime::coordinates::Coordinates;
 
 mod exports;
 mod files;
