@@ -2,9 +2,9 @@
 //! crate with std") tells a user to make one, set up with `cargo gpu-startup init --std` from the installed tools
 //! and built with plain `cargo build`. Its image must hold the startup's kernels and leave no function undefined, and
 //! `cargo run -- a b a` must print what the page shows on this machine's GPU, or, without one, reach `gpu-loader`,
-//! which says so. The image goes to `target/gpu/out-of-tree/nvptx/` as `hello-std-crate`, with the page's run as its
-//! expectation, for the bundle's GPU suite.
-
+//! which says so; `cargo test --no-run` must build the crate's tests into a libtest binary. The image goes to
+//! `target/gpu/out-of-tree/nvptx/` as `hello-std-crate`, with the page's run as its expectation, for the bundle's GPU
+//! suite.
 use std::path::Path;
 
 use anyhow::{Context, Result, ensure};
@@ -73,6 +73,18 @@ fn check_in(
         toml::Value::String(stdout.to_owned())
     );
     let image = copy_out(&NVPTX, &built, NAME, &vec![(None, expectation)])?;
+
+    // `cargo test` builds the crate's tests with std's libtest, into a binary the loader runs as libtest's parent.
+    let tests = cargo(&["test", "--no-run", "--message-format", "json"])?;
+    ensure!(tests.status.success(), "`cargo test --no-run` failed:\n{}", stderr_of(&tests));
+    let binary = crate::std_programs::test_executable(&String::from_utf8_lossy(&tests.stdout))
+        .context("`cargo test --no-run` named no test binary")?;
+    let ptx = std::fs::read_to_string(&binary).with_context(|| format!("cannot read {}", binary.display()))?;
+    ensure!(
+        ptx.contains(gpu_startup_protocol::abi::LIBTEST_MARKER),
+        "{} is not marked as a libtest binary",
+        binary.display()
+    );
 
     let mut run_args = vec!["run", "--quiet", "--"];
     run_args.extend(ARGS);

@@ -104,7 +104,7 @@ fn publish(root: &Path, program: &str, member: &str, image: &Path, published: &P
 }
 
 /// The test binary that `cargo test --no-run --message-format json` reported (`executable` of its artifact).
-fn test_executable(messages: &str) -> Option<PathBuf> {
+pub fn test_executable(messages: &str) -> Option<PathBuf> {
     messages
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
