@@ -5,6 +5,7 @@
 //! which says so; `cargo test --no-run` must build the crate's tests into a libtest binary. The image goes to
 //! `target/gpu/out-of-tree/nvptx/` as `hello-std-crate`, with the page's run as its expectation, for the bundle's GPU
 //! suite.
+
 use std::path::Path;
 
 use anyhow::{Context, Result, ensure};
