@@ -41,6 +41,7 @@ pub const PATCHES: &[(&str, &str)] = &[
         include_str!("../std-patches/0005-gpu-panics-end-as-the-startups.patch"),
     ),
     ("0006-gpu-threads-named-and-ended.patch", include_str!("../std-patches/0006-gpu-threads-named-and-ended.patch")),
+    ("0007-gpu-current-directory.patch", include_str!("../std-patches/0007-gpu-current-directory.patch")),
 ];
 
 /// The crates of the library that a std program links: std, the panic runtime the GPU targets use, and libtest, for

@@ -69,6 +69,9 @@ pub mod opcode {
         MAKE_DIRECTORY = 13,
         /// The host's real-time clock: one empty packet; replied with a [`RealtimeReply`](super::RealtimeReply).
         CLOCK_REALTIME = 14,
+        /// The loader's working directory, which relative paths start from: one empty packet; replied with a stream
+        /// with a [`CurrentDirectoryReplyHead`](super::CurrentDirectoryReplyHead) and the path.
+        CURRENT_DIRECTORY = 15,
     }
 
     /// The first opcode of the users' range: below it, the startup's own operations (reserved, whether defined yet
@@ -380,6 +383,23 @@ pub struct MakeDirectoryHead;
 impl MakeDirectoryHead {
     pub const fn encode(&self) -> [u64; 1] {
         [0]
+    }
+}
+
+/// The head word of the stream that answers [`opcode::CURRENT_DIRECTORY`], before the path's bytes: the error number,
+/// 0 on success (`EACCES` where the loader gives no file system).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CurrentDirectoryReplyHead {
+    pub error: u64,
+}
+
+impl CurrentDirectoryReplyHead {
+    pub const fn encode(&self) -> [u64; 1] {
+        [self.error]
+    }
+
+    pub const fn decode(words: [u64; 1]) -> Self {
+        Self { error: words[0] }
     }
 }
 

@@ -13,8 +13,8 @@
 use core::ffi::c_int;
 
 use gpu_startup_protocol::messages::{
-    CloseRequest, FileReply, FlushRequest, MakeDirectoryHead, OpenHead, ReadReplyHead, ReadRequest, RemoveHead,
-    RenameHead, SeekRequest, StatHead, StatReply,
+    CloseRequest, CurrentDirectoryReplyHead, FileReply, FlushRequest, MakeDirectoryHead, OpenHead, ReadReplyHead,
+    ReadRequest, RemoveHead, RenameHead, SeekRequest, StatHead, StatReply,
 };
 use gpu_startup_protocol::opcode;
 
@@ -109,6 +109,24 @@ pub fn read<G: Gpu>(client: &Client<G>, handle: u64, buffer: &mut [u8], mode: Re
             }
             error => return Err(error as c_int),
         }
+    }
+}
+
+/// The loader's working directory, which relative paths start from, into `path`; its length. `ERANGE` when `path`
+/// is too short for it.
+pub fn current_directory<G: Gpu>(client: &Client<G>, path: &mut [u8]) -> Result<usize, c_int> {
+    if !client.is_ready() {
+        return Err(errno::ENOSYS);
+    }
+    let mut port = client.open(opcode::CURRENT_DIRECTORY);
+    port.send(|_| {});
+    let (head, length) = port.recv_n_with::<1>(path);
+    port.close();
+    match CurrentDirectoryReplyHead::decode(head).error {
+        // `length` is the whole path's, of which only what fits was kept.
+        0 if length <= path.len() => Ok(length),
+        0 => Err(errno::ERANGE),
+        error => Err(error as c_int),
     }
 }
 

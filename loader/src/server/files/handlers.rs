@@ -8,8 +8,8 @@ use std::ffi::c_int;
 use gpu_startup_protocol::errno;
 use gpu_startup_protocol::messages::Destination;
 use gpu_startup_protocol::messages::{
-    CloseRequest, FileReply, FileWriteHead, FileWriteReply, FlushRequest, OpenHead, ReadReplyHead, ReadRequest,
-    RemoveHead, SeekRequest, StatHead, StatReply, WriteHead,
+    CloseRequest, CurrentDirectoryReplyHead, FileReply, FileWriteHead, FileWriteReply, FlushRequest, OpenHead,
+    ReadReplyHead, ReadRequest, RemoveHead, SeekRequest, StatHead, StatReply, WriteHead,
 };
 use gpu_startup_protocol::opcode;
 use gpu_startup_protocol::region::{MAX_LANES, lanes};
@@ -31,6 +31,7 @@ pub(in crate::server) const HANDLERS: &[(u32, BuiltIn)] = &[
     (opcode::FILE_RENAME, rename),
     (opcode::FILE_STAT, stat),
     (opcode::MAKE_DIRECTORY, make_directory),
+    (opcode::CURRENT_DIRECTORY, current_directory),
 ];
 
 const LANES: usize = MAX_LANES as usize;
@@ -253,5 +254,16 @@ fn make_directory(port: &mut ServerPort<'_>, context: &mut Context) -> Result<()
         replies[lane] = FileReply(made.and_then(|path| context.output.files.make_directory(path)).map(|()| 0));
     }
     send_replies(port, &replies);
+    Ok(())
+}
+
+/// `CURRENT_DIRECTORY`: the loader's working directory, the same for every lane.
+fn current_directory(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
+    port.recv(|_, _| {});
+    let (error, path) = match context.output.files.current_directory() {
+        Ok(path) => (0, path),
+        Err(error) => (error as u64, Vec::new()),
+    };
+    port.send_n_with::<1, _>(|_| (CurrentDirectoryReplyHead { error }.encode(), &path));
     Ok(())
 }

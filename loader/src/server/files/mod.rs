@@ -292,6 +292,15 @@ impl Files {
         fs::create_dir(self.host_path(path)?).map_err(|error| error_number(&error))
     }
 
+    /// The loader's working directory, which relative paths start from (`EACCES` without a file system).
+    pub fn current_directory(&self) -> Result<Vec<u8>, c_int> {
+        if !self.file_system {
+            return Err(errno::EACCES);
+        }
+        let path = std::env::current_dir().map_err(|error| error_number(&error))?;
+        Ok(path.into_os_string().into_encoded_bytes())
+    }
+
     /// Renames `from` to `to`.
     pub fn rename(&self, from: &[u8], to: &[u8]) -> Result<(), c_int> {
         fs::rename(self.host_path(from)?, self.host_path(to)?).map_err(|error| error_number(&error))

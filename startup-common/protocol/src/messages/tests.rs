@@ -44,6 +44,8 @@ fn a_file_reply_is_a_value_or_an_error_number() {
 fn a_realtime_reply_round_trips_before_and_after_the_epoch() {
     for nanoseconds in [0, -1, 1_765_000_000_123_456_789, i64::MIN, i64::MAX] {
         assert_eq!(RealtimeReply::decode(RealtimeReply { nanoseconds }.encode()), RealtimeReply { nanoseconds });
+        let head = CurrentDirectoryReplyHead { error: nanoseconds as u64 };
+        assert_eq!(CurrentDirectoryReplyHead::decode(head.encode()), head);
     }
 }
 

@@ -167,6 +167,19 @@ macro_rules! std_os_runtime {
             $crate::runtime::std_os::read_directory(RUNTIME.client(), fd, records)
         }
 
+        /// The loader's working directory, for std's `env::current_dir`
+        /// (`loader/setup/std-patches/0007-gpu-current-directory.patch`): the length written into `path`, or a
+        /// negated error number (`-ERANGE`: `capacity` is too short).
+        ///
+        /// # Safety
+        /// `path` must be `capacity` writable bytes.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn __gpu_startup_getcwd(path: *mut u8, capacity: usize) -> isize {
+            // SAFETY: std passes a buffer of `capacity` bytes.
+            let path = unsafe { ::core::slice::from_raw_parts_mut(path, capacity) };
+            $crate::runtime::std_os::current_directory(RUNTIME.client(), path)
+        }
+
         /// Hermit's `sys_unlink` ([`std_os::unlink`]($crate::runtime::std_os::unlink)): `fs::remove_file`.
         ///
         /// # Safety

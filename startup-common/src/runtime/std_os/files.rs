@@ -149,6 +149,13 @@ pub fn seek<G: Gpu>(client: &Client<G>, fd: c_int, offset: isize, whence: c_int)
     hermit_result(files::seek(client, handle, offset as i64, whence).map(|position| position as usize))
 }
 
+/// `__gpu_startup_getcwd` (for `loader/setup/std-patches/0007-gpu-current-directory.patch`): the loader's working
+/// directory, which relative paths start from, into `path`; its length, `-ERANGE` when `path` is too short (std asks
+/// again with more room), or another negated error number.
+pub fn current_directory<G: Gpu>(client: &Client<G>, path: &mut [u8]) -> isize {
+    files::current_directory(client, path).map_or_else(|error| -(error as isize), |length| length as isize)
+}
+
 /// `sys_close`: closes a file, after the host wrote out what it holds for it (its write error comes back here, the
 /// file closed either way). Closing a standard stream does nothing: they stay open for the rest of the run, for
 /// every thread.

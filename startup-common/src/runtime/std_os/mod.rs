@@ -21,8 +21,8 @@ mod thread_locals;
 mod unsupported;
 
 pub use files::{
-    IoVec, Stat, close, make_directory, open, read, read_directory, read_vectored, remove_directory, seek, stat_open,
-    stat_path, unlink, write, write_vectored,
+    IoVec, Stat, close, current_directory, make_directory, open, read, read_directory, read_vectored, remove_directory,
+    seek, stat_open, stat_path, unlink, write, write_vectored,
 };
 pub use thread_locals::{EmutlsControl, ThreadLocals};
 

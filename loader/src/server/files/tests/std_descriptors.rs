@@ -67,6 +67,18 @@ fn a_write_reaches_the_file_at_once_and_fails_itself_when_the_disk_is_full() {
 }
 
 #[test]
+fn the_current_directory_is_the_loaders_and_a_short_buffer_is_erange() {
+    let mut setup = Setup::new(no_stdin());
+    setup.one(|client| {
+        let mut path = [0u8; 4096];
+        let length = std_os::current_directory(client, &mut path);
+        let expected = std::env::current_dir().unwrap().into_os_string().into_encoded_bytes();
+        assert_eq!(&path[..usize::try_from(length).unwrap()], &expected[..]);
+        assert_eq!(std_os::current_directory(client, &mut [0u8; 1]), -(errno::ERANGE as isize));
+    });
+}
+
+#[test]
 fn the_standard_descriptors_do_what_they_can_and_refuse_the_rest() {
     let scratch = Scratch::new();
     let mut setup = Setup::new(Box::new(Cursor::new(b"typed\n".to_vec())));
