@@ -32,7 +32,7 @@ pub const CHILD_OPTION: &str = "--libtest-child";
 pub fn run(options: &RunOptions, device: Option<usize>, args: &[OsString]) -> i32 {
     // SAFETY: restores the default disposition of one signal, as `harness::run` does, for `--list | head`.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let arguments = match parse_arguments(&options.image, args) {
+    let mut arguments = match parse_arguments(&options.image, args) {
         Ok(arguments) => arguments,
         Err(error) => {
             let _ = error.print();
@@ -47,6 +47,8 @@ pub fn run(options: &RunOptions, device: Option<usize>, args: &[OsString]) -> i3
             return LOADER_ERROR_EXIT_CODE;
         }
     };
+    // One test at a time unless `--test-threads` asks for more: each is a context and a heap of its own on the GPU.
+    arguments.test_threads.get_or_insert(1);
     let live = arguments.nocapture || arguments.show_output;
     let trials: Vec<Trial> = tests
         .into_iter()
