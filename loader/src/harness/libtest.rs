@@ -15,9 +15,9 @@ use std::process::{Command, Stdio};
 
 use libtest_mimic::{Failed, Trial};
 
-use super::{DEFAULT_TEST_TIMEOUT, TEST_FAILED_EXIT_CODE, parse_arguments, verdict};
+use super::{DEFAULT_TEST_TIMEOUT, TEST_FAILED_EXIT_CODE, runner_arguments, verdict};
 use crate::run::RunOptions;
-use crate::status::{LOADER_ERROR_EXIT_CODE, USAGE_EXIT_CODE};
+use crate::status::LOADER_ERROR_EXIT_CODE;
 
 /// The environment variable that makes libtest run one test, the named one, and exit.
 const INVOKE_VARIABLE: &str = "__RUST_TEST_INVOKE";
@@ -30,14 +30,9 @@ pub const CHILD_OPTION: &str = "--libtest-child";
 
 /// Lists (or runs) the tests of the libtest binary `options.image`, as libtest's `args` ask; the exit code.
 pub fn run(options: &RunOptions, device: Option<usize>, args: &[OsString]) -> i32 {
-    // SAFETY: restores the default disposition of one signal, as `harness::run` does, for `--list | head`.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let mut arguments = match parse_arguments(&options.image, args) {
+    let mut arguments = match runner_arguments(&options.image, args) {
         Ok(arguments) => arguments,
-        Err(error) => {
-            let _ = error.print();
-            return if error.use_stderr() { USAGE_EXIT_CODE } else { 0 };
-        }
+        Err(code) => return code,
     };
     let child = Child { options: options.clone(), device };
     let (tests, ignored) = match child.list() {

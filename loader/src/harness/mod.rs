@@ -50,6 +50,19 @@ pub fn parse_arguments(image: &std::path::Path, args: &[OsString]) -> Result<Arg
     Arguments::try_parse_from(std::iter::once(image.as_os_str().to_owned()).chain(args))
 }
 
+/// libtest's options for a test runner (ours or libtest's parent), with SIGPIPE's default restored; `Err` with the
+/// exit code once clap printed its error (or `--help`).
+fn runner_arguments(image: &std::path::Path, args: &[OsString]) -> Result<Arguments, i32> {
+    // libtest-mimic's report panics when stdout is a closed pipe (`gpu-loader IMAGE --list | head`); a test binary
+    // then ends as other commands do, quietly by SIGPIPE.
+    // SAFETY: restores the default disposition of one signal; no handler of the loader's is involved.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    parse_arguments(image, args).map_err(|error| {
+        let _ = error.print();
+        if error.use_stderr() { USAGE_EXIT_CODE } else { 0 }
+    })
+}
+
 /// Runs (or lists) the tests of the test binary `options.image` for `target`; returns the exit code. `device`
 /// pins one GPU; otherwise the tests spread over all of them (under nextest, see [`nextest_device`]).
 pub fn run(
@@ -59,16 +72,9 @@ pub fn run(
     tests: Vec<TestCase>,
     args: &[OsString],
 ) -> i32 {
-    // libtest-mimic's report panics when stdout is a closed pipe (`gpu-loader IMAGE --list | head`); a test binary
-    // then ends as other commands do, quietly by SIGPIPE.
-    // SAFETY: restores the default disposition of one signal; no handler of the loader's is involved.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let mut arguments = match parse_arguments(&options.image, args) {
+    let mut arguments = match runner_arguments(&options.image, args) {
         Ok(arguments) => arguments,
-        Err(error) => {
-            let _ = error.print();
-            return if error.use_stderr() { USAGE_EXIT_CODE } else { 0 };
-        }
+        Err(code) => return code,
     };
     let runner = Arc::new(OnceLock::new());
     let trials: Vec<Trial> = tests.iter().map(|test| trial(test, options, &arguments, &runner)).collect();
