@@ -365,7 +365,7 @@ pub fn report_patterns(report: &str) -> Vec<String> {
 }
 
 /// The report's lines that `actual` lacks, and a note when it has more or fewer lines.
-fn report_differences(report: &str, actual: &str) -> Result<Vec<String>> {
+pub(crate) fn report_differences(report: &str, actual: &str) -> Result<Vec<String>> {
     let mut differences = Vec::new();
     for pattern in report_patterns(report) {
         if !regex::Regex::new(&pattern)?.is_match(actual) {

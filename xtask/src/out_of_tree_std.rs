@@ -2,9 +2,11 @@
 //! crate with std") tells a user to make one, set up with `cargo gpu-startup init --std` from the installed tools
 //! and built with plain `cargo build`. Its image must hold the startup's kernels and leave no function undefined, and
 //! `cargo run -- a b a` must print what the page shows on this machine's GPU, or, without one, reach `gpu-loader`,
-//! which says so; `cargo test --no-run` must build the crate's tests into a libtest binary. The image goes to
-//! `target/gpu/out-of-tree/nvptx/` as `hello-std-crate`, with the page's run as its expectation, for the bundle's GPU
-//! suite.
+//! which says so; `cargo test --no-run` must build the crate's tests into a libtest binary. The crate's library holds
+//! the doc examples of `docs/testing-your-code.md` ("Doctests"): rustdoc must build each into a std program of its
+//! own, and on a GPU `cargo test --doc` must print the report that page shows. The images go to
+//! `target/gpu/out-of-tree/nvptx/`, `hello-std-crate` with the page's run as its expectation and
+//! `hello-std-crate-doc-LINE` for the example at that line of `src/lib.rs`, for the bundle's GPU suite.
 
 use std::path::Path;
 
@@ -13,7 +15,9 @@ use gpu_startup_targets::NVPTX;
 use xshell::{Shell, cmd};
 
 use crate::image::BuiltImage;
-use crate::out_of_tree::{copy_out, install_tools, marked_block, plain_cargo, prepend_path, stderr_of};
+use crate::out_of_tree::{
+    TESTING_PAGE, copy_out, install_tools, marked_block, plain_cargo, prepend_path, report_differences, stderr_of,
+};
 
 /// The page the crate is made from.
 const PAGE: &str = "docs/std.md";
@@ -22,32 +26,40 @@ const NAME: &str = "hello-std-crate";
 /// The arguments of the page's run.
 const ARGS: [&str; 3] = ["a", "b", "a"];
 
-/// Makes, sets up, builds, checks and (with an NVIDIA GPU) runs the crate; returns its image.
-pub fn check(sh: &Shell, gpus: crate::gpus::Gpus) -> Result<BuiltImage> {
+/// What the pages say the crate holds and prints.
+struct Pages {
+    main_rs: String,
+    run_stdout: String,
+    lib_rs: String,
+    doctest_report: String,
+}
+
+/// Makes, sets up, builds, checks and (with an NVIDIA GPU) runs the crate; returns its images.
+pub fn check(sh: &Shell, gpus: crate::gpus::Gpus) -> Result<Vec<BuiltImage>> {
     let root = crate::project_root();
-    let page = std::fs::read_to_string(root.join(PAGE)).with_context(|| format!("cannot read {PAGE}"))?;
-    let main_rs = marked_block(PAGE, &page, "std src/main.rs")?;
-    let stdout = marked_block(PAGE, &page, "stdout of cargo run -- a b a with std")?;
+    let read = |page: &str| std::fs::read_to_string(root.join(page)).with_context(|| format!("cannot read {page}"));
+    let (page, testing) = (read(PAGE)?, read(TESTING_PAGE)?);
+    let pages = Pages {
+        main_rs: marked_block(PAGE, &page, "std src/main.rs")?,
+        run_stdout: marked_block(PAGE, &page, "stdout of cargo run -- a b a with std")?,
+        lib_rs: marked_block(TESTING_PAGE, &testing, "std src/lib.rs")?,
+        doctest_report: marked_block(TESTING_PAGE, &testing, "stdout of cargo test --doc")?,
+    };
     let tools = install_tools(sh)?;
     let dir = std::env::temp_dir().join(format!("{NAME}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let result = check_in(sh, &dir, &tools, &main_rs, &stdout, gpus);
+    let result = check_in(sh, &dir, &tools, &pages, gpus);
     let _ = std::fs::remove_dir_all(&dir);
     result.with_context(|| format!("the out-of-tree std crate ({}, made from {PAGE}) failed", dir.display()))
 }
 
-fn check_in(
-    sh: &Shell,
-    dir: &Path,
-    tools: &Path,
-    main_rs: &str,
-    stdout: &str,
-    gpus: crate::gpus::Gpus,
-) -> Result<BuiltImage> {
+fn check_in(sh: &Shell, dir: &Path, tools: &Path, pages: &Pages, gpus: crate::gpus::Gpus) -> Result<Vec<BuiltImage>> {
+    let (main_rs, stdout) = (pages.main_rs.as_str(), pages.run_stdout.as_str());
     let path_with_tools = prepend_path(tools)?;
     // What the page tells a user to type and write; std itself comes from the cache `cargo xtask std` fills.
     cmd!(sh, "cargo new --quiet --vcs none --bin --name {NAME} {dir}").run()?;
     std::fs::write(dir.join("src/main.rs"), main_rs)?;
+    std::fs::write(dir.join("src/lib.rs"), &pages.lib_rs)?;
     let _dir = sh.push_dir(dir);
     cmd!(sh, "cargo gpu-startup init --std")
         .env("PATH", &path_with_tools)
@@ -73,7 +85,7 @@ fn check_in(
         toml::Value::Array(ARGS.iter().map(|&arg| arg.into()).collect()),
         toml::Value::String(stdout.to_owned())
     );
-    let image = copy_out(&NVPTX, &built, NAME, &vec![(None, expectation)])?;
+    let mut images = vec![copy_out(&NVPTX, &built, NAME, &vec![(None, expectation)])?];
 
     // `cargo test` builds the crate's tests with std's libtest, into a binary the loader runs as libtest's parent.
     let tests = cargo(&["test", "--no-run", "--message-format", "json"])?;
@@ -86,6 +98,7 @@ fn check_in(
         "{} is not marked as a libtest binary",
         binary.display()
     );
+    images.extend(build_doctests(&cargo, dir, &pages.lib_rs)?);
 
     let mut run_args = vec!["run", "--quiet", "--"];
     run_args.extend(ARGS);
@@ -98,7 +111,19 @@ fn check_in(
             run.status,
             stderr_of(&run)
         );
-        println!("xtask: out-of-tree std crate set up with `init --std`, built, checked and run on the GPU");
+        let doctests = cargo(&["test", "--doc"])?;
+        let report = String::from_utf8_lossy(&doctests.stdout);
+        let differences = report_differences(&pages.doctest_report, &report)?;
+        ensure!(
+            doctests.status.success() && differences.is_empty(),
+            "`cargo test --doc` printed\n{report}(status {}), not what {TESTING_PAGE} shows: {differences:?}\n{}",
+            doctests.status,
+            stderr_of(&doctests)
+        );
+        println!(
+            "xtask: out-of-tree std crate set up with `init --std`, built, checked and run on the GPU, its doc \
+             examples too"
+        );
     } else {
         let stderr = stderr_of(&run);
         ensure!(
@@ -110,5 +135,82 @@ fn check_in(
              which found no GPU"
         );
     }
-    Ok(image)
+    Ok(images)
+}
+
+/// Builds the crate's doc examples without running them: rustdoc keeps each program (`--persist-doctests`, with
+/// `--no-run`, which `cargo test --doc` itself refuses). Each is checked and copied out as `NAME-doc-LINE`, expected
+/// to exit with 0, or with Rust's panic code for a `should_panic` example.
+fn build_doctests(
+    cargo: &dyn Fn(&[&str]) -> Result<std::process::Output>,
+    dir: &Path,
+    lib_rs: &str,
+) -> Result<Vec<BuiltImage>> {
+    let kept = dir.join("doctests");
+    let kept_text = kept.to_str().context("a temporary folder whose path is not UTF-8")?;
+    let key = gpu_startup_setup::std_sysroot::std_spec_name(&NVPTX);
+    let flags = format!("target.{key}.rustdocflags=[\"--persist-doctests\", {kept_text:?}, \"--no-run\"]");
+    let output = cargo(&["test", "--doc", "--config", &flags])?;
+    ensure!(
+        output.status.success(),
+        "building the doc examples failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        stderr_of(&output)
+    );
+    let examples = doc_examples(lib_rs);
+    ensure!(!examples.is_empty(), "{TESTING_PAGE}'s src/lib.rs has no doc example");
+    let mut images = Vec::new();
+    for (line, should_panic) in examples {
+        // rustdoc names each kept program's folder after the file and the line of the example's opening fence.
+        let built = kept.join(format!("src_lib_rs_{line}_0/rust_out.{}", NVPTX.image_extension));
+        ensure!(built.is_file(), "rustdoc kept no {} for the example at src/lib.rs:{line}", built.display());
+        let image = BuiltImage {
+            program: format!("{NAME}-doc-{line}"),
+            target: &NVPTX,
+            arch: String::new(),
+            path: built.clone(),
+        };
+        crate::image::check_images(std::slice::from_ref(&image))?;
+        let expectation = if should_panic {
+            format!(
+                "# The `should_panic` doc example at src/lib.rs:{line} of {TESTING_PAGE}: it panics.\nexit-code = 101\n"
+            )
+        } else {
+            format!(
+                "# The doc example at src/lib.rs:{line} of {TESTING_PAGE}: it passes.\nexit-code = 0\nstderr = \"\"\n"
+            )
+        };
+        images.push(copy_out(&NVPTX, &built, &image.program, &vec![(None, expectation)])?);
+    }
+    Ok(images)
+}
+
+/// The doc examples of `lib_rs` that rustdoc runs: the line of each one's opening fence, and whether it is
+/// `should_panic`.
+fn doc_examples(lib_rs: &str) -> Vec<(usize, bool)> {
+    let mut examples = Vec::new();
+    let mut inside = false;
+    for (index, line) in lib_rs.lines().enumerate() {
+        let Some(fence) = line.trim_start().strip_prefix("///").or_else(|| line.trim_start().strip_prefix("//!"))
+        else {
+            continue;
+        };
+        let Some(info) = fence.trim().strip_prefix("```") else { continue };
+        if !inside && matches!(info, "" | "rust" | "should_panic") {
+            examples.push((index + 1, info == "should_panic"));
+        }
+        inside = !inside;
+    }
+    examples
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doc_examples_are_found_by_their_opening_fences() {
+        let lib_rs = "//! Top.\n//! ```\n//! x();\n//! ```\n/// ```should_panic\n/// y();\n/// ```\n/// ```text\n/// no\n/// ```\nfn f() {}\n";
+        assert_eq!(doc_examples(lib_rs), [(2, false), (5, true)]);
+    }
 }

@@ -223,32 +223,52 @@ impl Config {
         let sysroot =
             sysroot.to_str().ok_or_else(|| anyhow!("the std sysroot's path is not UTF-8: {}", sysroot.display()))?;
         let cpu = format!("-Ctarget-cpu={arch}");
-        let flags = section.entry("rustflags").or_insert(Item::Value(Value::Array(Array::new())));
-        let Some(flags) = flags.as_array_mut() else {
-            return Err(anyhow!("{name}: `target.{key}.rustflags` is not a list: write it as [\"...\"]"));
-        };
-        // The sysroot's folder names the toolchain, spec and patches it was built for: always the one just built.
-        let sysroot_at = flags.iter().position(|flag| flag.as_str() == Some("--sysroot"));
-        match sysroot_at {
-            Some(at) if at + 1 < flags.len() => {
-                flags.replace(at + 1, sysroot);
+        for key_of_flags in ["rustflags", "rustdocflags"] {
+            let flags = section.entry(key_of_flags).or_insert(Item::Value(Value::Array(Array::new())));
+            let Some(flags) = flags.as_array_mut() else {
+                return Err(anyhow!("{name}: `target.{key}.{key_of_flags}` is not a list: write it as [\"...\"]"));
+            };
+            set_sysroot_and_cpu(flags, sysroot, &cpu, replace_arch);
+            if key_of_flags == "rustdocflags" {
+                // Merged doctests (edition 2024) run each example by starting the merged binary again as a process,
+                // which a GPU program cannot do: each example is a std program of its own, run by the runner.
+                for flag in ["-Zunstable-options", MERGE_DOCTESTS] {
+                    if !flags.iter().any(|existing| existing.as_str() == Some(flag)) {
+                        flags.push(flag);
+                    }
+                }
             }
-            Some(_) => flags.push(sysroot),
-            None => {
-                flags.insert(0, "--sysroot");
-                flags.insert(1, sysroot);
-            }
-        }
-        let cpu_at = flags.iter().position(|flag| flag.as_str().is_some_and(|f| f.starts_with("-Ctarget-cpu=")));
-        match cpu_at {
-            None => flags.push(cpu),
-            Some(at) if replace_arch => {
-                flags.replace(at, cpu);
-            }
-            Some(_) => {}
         }
         merge_profiles(document, &name)?;
         Ok(self.document.to_string())
+    }
+}
+
+/// rustdoc's option that compiles each doc example into a program of its own.
+const MERGE_DOCTESTS: &str = "--merge-doctests=no";
+
+/// Puts std's `sysroot` into a list of rustc or rustdoc flags, and the architecture `cpu` unless the list names one
+/// and `replace_arch` is false.
+fn set_sysroot_and_cpu(flags: &mut Array, sysroot: &str, cpu: &str, replace_arch: bool) {
+    // The sysroot's folder names the toolchain, spec and patches it was built for: always the one just built.
+    let sysroot_at = flags.iter().position(|flag| flag.as_str() == Some("--sysroot"));
+    match sysroot_at {
+        Some(at) if at + 1 < flags.len() => {
+            flags.replace(at + 1, sysroot);
+        }
+        Some(_) => flags.push(sysroot),
+        None => {
+            flags.insert(0, "--sysroot");
+            flags.insert(1, sysroot);
+        }
+    }
+    let cpu_at = flags.iter().position(|flag| flag.as_str().is_some_and(|f| f.starts_with("-Ctarget-cpu=")));
+    match cpu_at {
+        None => flags.push(cpu),
+        Some(at) if replace_arch => {
+            flags.replace(at, cpu);
+        }
+        Some(_) => {}
     }
 }
 

@@ -156,6 +156,7 @@ json-target-spec = true
 linker = "gpu-bitcode-linker"
 runner = "gpu-loader"
 rustflags = ["--sysroot", "/cache/std-1/sysroot", "-Ctarget-cpu=sm_90"]
+rustdocflags = ["--sysroot", "/cache/std-1/sysroot", "-Ctarget-cpu=sm_90", "-Zunstable-options", "--merge-doctests=no"]
 
 # the GPU cannot unwind; amdgpu builds fail with incremental compilation; debug info only bloats images
 [profile.dev]
@@ -177,6 +178,12 @@ fn a_fresh_std_config_has_every_line_and_follows_the_sysroot_and_the_architectur
     assert!(text.contains(r#"rustflags = ["--sysroot", "/cache/std-2/sysroot", "-Ctarget-cpu=sm_90"]"#), "{text}");
     let text = merged_std(&text, "sm_80", true, "/cache/std-2/sysroot").unwrap();
     assert!(text.contains(r#"rustflags = ["--sysroot", "/cache/std-2/sysroot", "-Ctarget-cpu=sm_80"]"#), "{text}");
+    assert!(
+        text.contains(
+            r#"rustdocflags = ["--sysroot", "/cache/std-2/sysroot", "-Ctarget-cpu=sm_80", "-Zunstable-options", "--merge-doctests=no"]"#
+        ),
+        "{text}"
+    );
 }
 
 #[test]
