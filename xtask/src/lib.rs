@@ -6,6 +6,7 @@ pub mod bindgen;
 pub mod build;
 pub mod c_programs;
 pub mod clang;
+pub mod doctests;
 pub mod fuzz;
 pub mod gpu_cargo;
 pub mod gpus;
@@ -15,6 +16,7 @@ pub mod out_of_tree;
 pub mod out_of_tree_std;
 #[cfg(test)]
 mod packages;
+pub mod real_crates;
 pub mod std_programs;
 pub mod suite;
 #[cfg(test)]

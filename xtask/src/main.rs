@@ -206,7 +206,9 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Std => {
             xtask::std_programs::check(&sh)?;
-            xtask::out_of_tree_std::check(&sh, xtask::gpus::Gpus::detect()).map(drop)
+            let gpus = xtask::gpus::Gpus::detect();
+            xtask::out_of_tree_std::check(&sh, gpus)?;
+            xtask::real_crates::check(&sh, gpus).map(drop)
         }
         Command::Bench { arch, write_docs, bench_args } => {
             xtask::suite::bench(&sh, arch.gpu_arch, write_docs, &bench_args)

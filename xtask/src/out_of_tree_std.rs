@@ -6,7 +6,7 @@
 //! the doc examples of `docs/testing-your-code.md` ("Doctests"): rustdoc must build each into a std program of its
 //! own, and on a GPU `cargo test --doc` must print the report that page shows. The images go to
 //! `target/gpu/out-of-tree/nvptx/`, `hello-std-crate` with the page's run as its expectation and
-//! `hello-std-crate-doc-LINE` for the example at that line of `src/lib.rs`, for the bundle's GPU suite.
+//! `hello-std-crate-doc-src_lib_rs_LINE_0` for each example ([`crate::doctests`]), for the bundle's GPU suite.
 
 use std::path::Path;
 
@@ -98,7 +98,9 @@ fn check_in(sh: &Shell, dir: &Path, tools: &Path, pages: &Pages, gpus: crate::gp
         "{} is not marked as a libtest binary",
         binary.display()
     );
-    images.extend(build_doctests(&cargo, dir, &pages.lib_rs)?);
+    let doctests = crate::doctests::build(&cargo, dir, &dir.join("doctests"))?;
+    ensure!(doctests.len() == 3, "rustdoc built {doctests:?}, not the three examples of {TESTING_PAGE}");
+    images.extend(crate::doctests::copy_out_all(&doctests, NAME, TESTING_PAGE)?);
 
     let mut run_args = vec!["run", "--quiet", "--"];
     run_args.extend(ARGS);
@@ -136,81 +138,4 @@ fn check_in(sh: &Shell, dir: &Path, tools: &Path, pages: &Pages, gpus: crate::gp
         );
     }
     Ok(images)
-}
-
-/// Builds the crate's doc examples without running them: rustdoc keeps each program (`--persist-doctests`, with
-/// `--no-run`, which `cargo test --doc` itself refuses). Each is checked and copied out as `NAME-doc-LINE`, expected
-/// to exit with 0, or with Rust's panic code for a `should_panic` example.
-fn build_doctests(
-    cargo: &dyn Fn(&[&str]) -> Result<std::process::Output>,
-    dir: &Path,
-    lib_rs: &str,
-) -> Result<Vec<BuiltImage>> {
-    let kept = dir.join("doctests");
-    let kept_text = kept.to_str().context("a temporary folder whose path is not UTF-8")?;
-    let key = gpu_startup_setup::std_sysroot::std_spec_name(&NVPTX);
-    let flags = format!("target.{key}.rustdocflags=[\"--persist-doctests\", {kept_text:?}, \"--no-run\"]");
-    let output = cargo(&["test", "--doc", "--config", &flags])?;
-    ensure!(
-        output.status.success(),
-        "building the doc examples failed:\n{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        stderr_of(&output)
-    );
-    let examples = doc_examples(lib_rs);
-    ensure!(!examples.is_empty(), "{TESTING_PAGE}'s src/lib.rs has no doc example");
-    let mut images = Vec::new();
-    for (line, should_panic) in examples {
-        // rustdoc names each kept program's folder after the file and the line of the example's opening fence.
-        let built = kept.join(format!("src_lib_rs_{line}_0/rust_out.{}", NVPTX.image_extension));
-        ensure!(built.is_file(), "rustdoc kept no {} for the example at src/lib.rs:{line}", built.display());
-        let image = BuiltImage {
-            program: format!("{NAME}-doc-{line}"),
-            target: &NVPTX,
-            arch: String::new(),
-            path: built.clone(),
-        };
-        crate::image::check_images(std::slice::from_ref(&image))?;
-        let expectation = if should_panic {
-            format!(
-                "# The `should_panic` doc example at src/lib.rs:{line} of {TESTING_PAGE}: it panics.\nexit-code = 101\n"
-            )
-        } else {
-            format!(
-                "# The doc example at src/lib.rs:{line} of {TESTING_PAGE}: it passes.\nexit-code = 0\nstderr = \"\"\n"
-            )
-        };
-        images.push(copy_out(&NVPTX, &built, &image.program, &vec![(None, expectation)])?);
-    }
-    Ok(images)
-}
-
-/// The doc examples of `lib_rs` that rustdoc runs: the line of each one's opening fence, and whether it is
-/// `should_panic`.
-fn doc_examples(lib_rs: &str) -> Vec<(usize, bool)> {
-    let mut examples = Vec::new();
-    let mut inside = false;
-    for (index, line) in lib_rs.lines().enumerate() {
-        let Some(fence) = line.trim_start().strip_prefix("///").or_else(|| line.trim_start().strip_prefix("//!"))
-        else {
-            continue;
-        };
-        let Some(info) = fence.trim().strip_prefix("```") else { continue };
-        if !inside && matches!(info, "" | "rust" | "should_panic") {
-            examples.push((index + 1, info == "should_panic"));
-        }
-        inside = !inside;
-    }
-    examples
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn doc_examples_are_found_by_their_opening_fences() {
-        let lib_rs = "//! Top.\n//! ```\n//! x();\n//! ```\n/// ```should_panic\n/// y();\n/// ```\n/// ```text\n/// no\n/// ```\nfn f() {}\n";
-        assert_eq!(doc_examples(lib_rs), [(2, false), (5, true)]);
-    }
 }

@@ -121,6 +121,7 @@ pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
         crate::out_of_tree::check(sh, gpus)?;
         crate::std_programs::check(sh)?;
         crate::out_of_tree_std::check(sh, gpus)?;
+        crate::real_crates::check(sh, gpus)?;
     }
     let (loader, suite) = build_host_binaries(sh)?;
     let mut failed = Vec::new();
@@ -312,6 +313,7 @@ pub fn bundle(
     if targets.contains(&&NVPTX) {
         crate::std_programs::check(sh)?;
         crate::out_of_tree_std::check(sh, Gpus::detect())?;
+        crate::real_crates::check(sh, Gpus::detect())?;
     }
     let (loader, suite) = build_host_binaries(sh)?;
     if out.exists() {
@@ -329,9 +331,14 @@ pub fn bundle(
         let dest = out.join("images").join(target.name);
         std::fs::create_dir_all(&dest)?;
         // The suite's programs, the crate built from outside the repository (`out_of_tree`) and, for NVIDIA, the
-        // std programs (`std_programs`).
-        let std_dir = (target == &NVPTX).then(crate::std_programs::out_dir);
-        for dir in [dir, &crate::out_of_tree::out_dir(target)].into_iter().chain(std_dir.as_deref()) {
+        // std programs (`std_programs`) and the real crates' tests (`real_crates`).
+        let std_dirs = if target == &NVPTX {
+            vec![crate::std_programs::out_dir(), crate::real_crates::out_dir()]
+        } else {
+            Vec::new()
+        };
+        for dir in [dir, &crate::out_of_tree::out_dir(target)].into_iter().chain(std_dirs.iter().map(PathBuf::as_path))
+        {
             for entry in std::fs::read_dir(dir)? {
                 let path = entry?.path();
                 std::fs::copy(&path, dest.join(path.file_name().expect("a file")))?;
