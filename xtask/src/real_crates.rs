@@ -40,7 +40,7 @@ pub const CRATES: [RealCrate; 2] = [
     RealCrate { name: "itoa", version: "1.0.15", binaries: &[("itoa", 0), ("test", 10)], doc_examples: 2 },
     RealCrate {
         name: "semver",
-        version: "1.0.26",
+        version: "1.0.27",
         binaries: &[
             ("semver", 0),
             ("test_autotrait", 1),
