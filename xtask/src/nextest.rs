@@ -2,9 +2,10 @@
 //! --list --format terse` (and `--ignored`) through the crate's runner, must list the tests that `cargo test --
 //! --list` lists, the ignored ones marked; `--partition hash:M/N` must split them into disjoint parts that add up to
 //! them; and an archive (`cargo nextest archive`) must list the same, as a GPU machine without Rust would
-//! (`docs/testing-your-code.md`, *With nextest*).
+//! (`docs/testing-your-code.md`, *With nextest*); the archive is kept for the bundle, whose `run-tests` runs it.
 
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use anyhow::{Context, Result, ensure};
@@ -14,17 +15,17 @@ use serde_json::Value;
 const PARTITIONS: usize = 3;
 
 /// Checks nextest's list of the crate's tests through `cargo` (which runs `cargo ARGS` in the crate) against `tests`
-/// (their names) of which `ignored` are ignored, archiving them into `archive`; says so and returns when
+/// (their names) of which `ignored` are ignored, archiving them into `archive`; says so and returns `false` when
 /// cargo-nextest is not installed.
 pub fn check(
     cargo: &dyn Fn(&[&str]) -> Result<Output>,
     tests: &[String],
     ignored: &[String],
     archive: &std::path::Path,
-) -> Result<()> {
+) -> Result<bool> {
     if !cargo(&["nextest", "--version"]).is_ok_and(|output| output.status.success()) {
         println!("xtask: nextest check SKIPPED: cargo-nextest is not installed (`cargo install cargo-nextest`)");
-        return Ok(());
+        return Ok(false);
     }
     let expected: BTreeSet<(String, bool)> = tests.iter().map(|name| (name.clone(), ignored.contains(name))).collect();
     ensure!(expected.len() == tests.len(), "the crate's test binaries share test names: {tests:?}");
@@ -65,6 +66,29 @@ pub fn check(
         expected.len(),
         ignored.len()
     );
+    Ok(true)
+}
+
+/// Where the bundle takes the nextest archive from: the archive as `NAME.tar.zst`, and beside it, in `NAME/`, what
+/// `--workspace-remap` needs of the crate (its manifest, and its `.cargo` with the runner).
+pub fn bundled_dir() -> PathBuf {
+    crate::project_root().join("target/gpu/nextest")
+}
+
+/// Keeps `archive`, the archive of the crate `name` in `dir` (none when nextest is not installed), for the bundle,
+/// in [`bundled_dir`].
+pub fn keep_for_the_bundle(dir: &Path, name: &str, archive: Option<&Path>) -> Result<()> {
+    let kept = bundled_dir();
+    let _ = std::fs::remove_dir_all(&kept);
+    let Some(archive) = archive else { return Ok(()) };
+    let remap = kept.join(name);
+    std::fs::create_dir_all(remap.join(".cargo"))?;
+    std::fs::copy(archive, kept.join(format!("{name}.tar.zst")))?;
+    std::fs::copy(dir.join("Cargo.toml"), remap.join("Cargo.toml"))?;
+    for entry in std::fs::read_dir(dir.join(".cargo"))? {
+        let path = entry?.path();
+        std::fs::copy(&path, remap.join(".cargo").join(path.file_name().context("a file")?))?;
+    }
     Ok(())
 }
 

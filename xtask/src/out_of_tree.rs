@@ -125,12 +125,14 @@ fn check_in(sh: &Shell, dir: &Path, tools: &Path, pages: &Pages, gpus: crate::gp
         images.push(copy_out(target, &built, NAME, &program_expectations(&pages.run_stdout))?);
         images.extend(check_tests(&cargo, target, pages)?);
     }
-    crate::nextest::check(
+    let archive = root.join("target/out-of-tree/nextest-archive.tar.zst");
+    let archived = crate::nextest::check(
         &cargo,
         &listed(&cargo, &["--format", "terse"])?,
         &listed(&cargo, &["--ignored"])?,
-        &root.join("target/out-of-tree/nextest-archive.tar.zst"),
+        &archive,
     )?;
+    crate::nextest::keep_for_the_bundle(dir, NAME, archived.then_some(archive.as_path()))?;
 
     // `cargo run` and `cargo test` run the images through the runner, `gpu-loader`: on this machine's GPU if it has
     // one.

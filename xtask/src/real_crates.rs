@@ -70,7 +70,7 @@ fn check_all(sh: &Shell, work: &Path, path: &std::ffi::OsString, gpus: crate::gp
     let mut images = Vec::new();
     for (real, source) in CRATES.iter().zip(sources) {
         let dir = work.join(format!("{}-{}", real.name, real.version));
-        let result = check_crate(real, &source, &dir, path, gpus, &mut images);
+        let result = check_crate(sh, real, &source, &dir, path, gpus, &mut images);
         result.with_context(|| format!("{} {} ({})", real.name, real.version, dir.display()))?;
     }
     Ok(images)
@@ -115,6 +115,7 @@ fn registry_sources(sh: &Shell, work: &Path) -> Result<Vec<PathBuf>> {
 }
 
 fn check_crate(
+    sh: &Shell,
     real: &RealCrate,
     source: &Path,
     dir: &Path,
@@ -123,7 +124,7 @@ fn check_crate(
     images: &mut Vec<BuiltImage>,
 ) -> Result<()> {
     let _ = std::fs::remove_dir_all(dir);
-    copy_tree(source, dir)?;
+    cmd!(sh, "cp -r {source} {dir}").run()?;
     let cargo = |args: &[&str]| plain_cargo(dir, path, args);
     let init = Command::new("cargo")
         .args(["gpu-startup", "init", "--std"])
@@ -218,21 +219,6 @@ fn copy_to(image: &Path, name: &str, expectation: &str) -> Result<BuiltImage> {
     std::fs::copy(image, &copied)?;
     std::fs::write(dir.join(format!("{name}.expect.toml")), expectation)?;
     Ok(BuiltImage { program: name.to_owned(), target: &NVPTX, arch: String::new(), path: copied })
-}
-
-/// Copies the folder `from` to `to`, recursively.
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))? {
-        let entry = entry?;
-        let target = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_tree(&entry.path(), &target)?;
-        } else {
-            std::fs::copy(entry.path(), &target)?;
-        }
-    }
-    Ok(())
 }
 
 /// The sums of libtest's `test result:` lines in a report.

@@ -345,6 +345,12 @@ pub fn bundle(
             }
         }
     }
+    // The nextest archive of the crate from outside the repository, which `run-tests` runs where cargo-nextest is.
+    let nextest = crate::nextest::bundled_dir();
+    if targets.contains(&&NVPTX) && nextest.is_dir() {
+        let into = out.join("nextest");
+        cmd!(sh, "cp -r {nextest} {into}").run()?;
+    }
     for (name, text) in [("run-tests", RUN_TESTS), ("bench", BENCH)] {
         let script = out.join(name);
         std::fs::write(&script, text)?;
@@ -414,6 +420,23 @@ if [ -e /dev/nvidiactl ] || command -v nvidia-smi >/dev/null 2>&1; then
         echo "run-tests: ptxas is not on PATH: the NVIDIA programs run as PTX only" >&2
     fi
     "$here/bin/gpu-suite" --loader "$here/bin/gpu-loader" --images "$images" --target nvptx "$@" || status=1
+    # The crate of docs/testing-your-code.md as a nextest archive, run as a GPU machine without Rust runs it
+    # ("Across GPU machines"): cargo-nextest and gpu-loader on PATH. Its report is the page's: 4 pass, 3 fail.
+    if [ -d "$here/nextest" ] && [ "$sanitize" = 0 ]; then
+        if command -v cargo-nextest >/dev/null 2>&1; then
+            out=$(PATH="$here/bin:$PATH" cargo-nextest nextest run --archive-file "$here/nextest/hello-gpu.tar.zst" \
+                --workspace-remap "$here/nextest/hello-gpu" --no-fail-fast --test-threads 1 2>&1)
+            summary=$(printf '%s\n' "$out" | grep 'Summary')
+            case "$summary" in
+                *"7 tests run: 4 passed, 3 failed, 1 skipped"*) echo "run-tests: nextest archive: ok:$summary" ;;
+                *) printf '%s\n' "$out" >&2
+                   echo "run-tests: nextest archive: FAILED: not 7 tests run: 4 passed, 3 failed, 1 skipped" >&2
+                   status=1 ;;
+            esac
+        else
+            echo "run-tests: cargo-nextest is not on PATH: the nextest archive (nextest/) was not run" >&2
+        fi
+    fi
 fi
 if [ -e /dev/kfd ] && [ "$sanitize" = 0 ]; then
     ran=1
