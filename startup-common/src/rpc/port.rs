@@ -6,6 +6,14 @@ use core::sync::atomic::Ordering;
 
 use gpu_startup_protocol::region::{PACKET_BYTES, PACKET_WORDS, first_packet_bytes, gather, scatter};
 
+/// [`gather`], out of line. Inlined, its copy of a short tail was repeated for every word of both of
+/// [`Port::send_n_with`]'s packet loops and made up most of every image's code (every `print!` sends through it);
+/// a call per word costs little next to a packet's trip to the host.
+#[inline(never)]
+fn gather_word(bytes: &[u8], offset: usize) -> u64 {
+    gather(bytes, offset)
+}
+
 use super::lock::{GroupLock, Locks, PortMemo};
 use super::{Packet, Region};
 use crate::gpu::Gpu;
@@ -156,7 +164,7 @@ impl<G: Gpu> Port<'_, G> {
             }
             for word in 0..PACKET_WORDS - 1 - H {
                 if word * 8 < len {
-                    packet.set(1 + H + word, gather(data, word * 8));
+                    packet.set(1 + H + word, gather_word(data, word * 8));
                 }
             }
         });
@@ -165,7 +173,7 @@ impl<G: Gpu> Port<'_, G> {
             self.send(|packet| {
                 for word in 0..PACKET_WORDS {
                     if offset + word * 8 < len {
-                        packet.set(word, gather(data, offset + word * 8));
+                        packet.set(word, gather_word(data, offset + word * 8));
                     }
                 }
             });

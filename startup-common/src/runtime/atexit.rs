@@ -3,6 +3,7 @@
 //! of their registrations). Bounded, safe with concurrent callers.
 
 use core::ffi::c_void;
+use core::mem::MaybeUninit;
 
 use crate::abi::FiniCallback;
 
@@ -55,8 +56,10 @@ pub struct AtExitRegistry<const N: usize> {
     handlers: spin::mutex::SpinMutex<Handlers<N>>,
 }
 
+/// The handlers registered: `slots[..len]`. Slots past `len` hold nothing, so that an empty registry is all zero
+/// bytes: the static it lives in needs no initializer in the image (`Option<Handler>`'s `None` is not zero).
 struct Handlers<const N: usize> {
-    slots: [Option<Handler>; N],
+    slots: [MaybeUninit<Handler>; N],
     len: usize,
 }
 
@@ -64,7 +67,16 @@ impl<const N: usize> Handlers<N> {
     /// Takes the latest handler.
     fn pop(&mut self) -> Option<Handler> {
         self.len = self.len.checked_sub(1)?;
-        self.slots[self.len].take()
+        // SAFETY: every slot below the old `len` was written by `push` (a `Handler` is `Copy`: reading it out leaves
+        // nothing to drop twice).
+        Some(unsafe { self.slots[self.len].assume_init_read() })
+    }
+
+    /// Adds `handler` after the others.
+    fn push(&mut self, handler: Handler) -> Result<(), RegistryFull> {
+        self.slots.get_mut(self.len).ok_or(RegistryFull)?.write(handler);
+        self.len += 1;
+        Ok(())
     }
 }
 
@@ -76,18 +88,12 @@ impl<const N: usize> Default for AtExitRegistry<N> {
 
 impl<const N: usize> AtExitRegistry<N> {
     pub const fn new() -> Self {
-        Self { handlers: spin::mutex::SpinMutex::new(Handlers { slots: [None; N], len: 0 }) }
+        Self { handlers: spin::mutex::SpinMutex::new(Handlers { slots: [const { MaybeUninit::uninit() }; N], len: 0 }) }
     }
 
     /// Adds `handler` to run before every handler registered so far.
     pub fn register(&self, handler: Handler) -> Result<(), RegistryFull> {
-        self.locked(|handlers| {
-            let len = handlers.len;
-            let slot = handlers.slots.get_mut(len).ok_or(RegistryFull)?;
-            *slot = Some(handler);
-            handlers.len += 1;
-            Ok(())
-        })
+        self.locked(|handlers| handlers.push(handler))
     }
 
     /// Forgets every handler and registers `first`, if given, without the lock: a new run of the program's kernels
@@ -101,7 +107,7 @@ impl<const N: usize> AtExitRegistry<N> {
         let handlers = unsafe { &mut *self.handlers.as_mut_ptr() };
         handlers.len = 0;
         if let Some(first) = first {
-            handlers.slots[0] = Some(first);
+            handlers.slots[0].write(first);
             handlers.len = 1;
         }
     }

@@ -107,6 +107,20 @@ impl Geometry {
     /// The largest pool this layout describes: far above any GPU's memory, and what keeps every index in `u32`.
     const MAX_SLABS: u32 = 1 << 24;
 
+    /// No pool: nothing is ever read through it. All zeros, so that a heap not yet set up (in the runtime's static)
+    /// needs no initializer in the image.
+    pub const NONE: Self = Self {
+        slabs: 0,
+        pages: 0,
+        page_bits: 0,
+        page_map: 0,
+        counters: 0,
+        slab_maps: 0,
+        slab_map_words: 0,
+        bitmaps: 0,
+        words: 0,
+    };
+
     /// The layout for `slabs` slabs (at most 2^24, a terabyte).
     pub const fn with_slabs(slabs: u32) -> Self {
         let slabs = if slabs > Self::MAX_SLABS { Self::MAX_SLABS } else { slabs };

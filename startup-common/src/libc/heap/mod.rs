@@ -116,7 +116,7 @@ impl<G: Gpu> Heap<G> {
             setup: UnsafeCell::new(Setup {
                 meta: core::ptr::null(),
                 data: core::ptr::null_mut(),
-                geometry: Geometry::with_slabs(0),
+                geometry: Geometry::NONE,
             }),
             _gpu: PhantomData,
         }
@@ -141,7 +141,7 @@ impl<G: Gpu> Heap<G> {
                 self.reset_parts(pool.add(meta).cast::<AtomicU64>(), pool.add(data), geometry)
             },
             // SAFETY: no pool: nothing is ever read through these.
-            None => unsafe { self.reset_parts(core::ptr::null(), core::ptr::null_mut(), Geometry::with_slabs(0)) },
+            None => unsafe { self.reset_parts(core::ptr::null(), core::ptr::null_mut(), Geometry::NONE) },
         }
     }
 

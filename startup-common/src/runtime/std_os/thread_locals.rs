@@ -26,8 +26,9 @@ pub struct ThreadLocals {
     /// The tables of the run's threads (null until a thread first asks): a heap block, a [`Tables`] header then one
     /// pointer per thread.
     tables: AtomicPtr<Tables>,
-    /// The next thread-local's index. Kept across runs, as the indices the control variables hold are.
-    next_index: AtomicUsize,
+    /// How many thread-locals have an index (indices start at 1: 0 is "none yet"). Kept across runs, as the indices
+    /// the control variables hold are. Counting from 0 keeps the runtime's static all zeros, with no initializer.
+    indices_given: AtomicUsize,
 }
 
 /// One thread's copies: `capacity` pointers after the header, by thread-local index (the 0th unused).
@@ -38,7 +39,7 @@ struct Table {
 
 impl ThreadLocals {
     pub const fn new() -> Self {
-        Self { tables: AtomicPtr::new(core::ptr::null_mut()), next_index: AtomicUsize::new(1) }
+        Self { tables: AtomicPtr::new(core::ptr::null_mut()), indices_given: AtomicUsize::new(0) }
     }
 
     /// Forgets the last run's copies, whose blocks went with its heap. `_begin` calls it, on the program's only
@@ -120,7 +121,7 @@ impl ThreadLocals {
         if index != 0 {
             return index;
         }
-        let new = self.next_index.fetch_add(1, Ordering::Relaxed);
+        let new = self.indices_given.fetch_add(1, Ordering::Relaxed) + 1;
         match control.index.compare_exchange(0, new, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => new,
             // Another thread gave it one first (`new` stays unused).
