@@ -210,3 +210,26 @@ fn the_limit_kills_a_wrapped_case_whole() {
     assert!(!alive(), "the wrapper's own process {pid} outlived the limit");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Every expectation file of the suite's programs parses and its patterns compile, on the host: a bad one would
+/// otherwise stop the whole GPU suite on the GPU machine.
+#[test]
+fn every_programs_expectations_parse() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut checked = 0;
+    for folder in ["programs", "programs-c", "programs-cpp", "programs-std"] {
+        for program in std::fs::read_dir(root.join(folder)).unwrap() {
+            let program = program.unwrap().path();
+            let Ok(entries) = std::fs::read_dir(&program) else { continue };
+            for entry in entries {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if name.starts_with("expect") && name.ends_with(".toml") {
+                    Expectation::load(&path).unwrap_or_else(|error| panic!("{error:#}"));
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} expectation files found under {}", root.display());
+}

@@ -156,7 +156,7 @@ fn check_crate(
             "# The {name} tests of {prefix}, from the registry, on one GPU thread each: all pass.\nexit-code = 0\n\
              stdout-matches = ['(?m)^test result: ok\\. {passed} passed; 0 failed; 0 ignored; ']\nmax-seconds = 240\n"
         );
-        images.push(copy_to(image, &format!("{prefix}-{name}"), &expectation)?);
+        images.push(copy_to(image, &format!("{}-{name}", real.name), &expectation)?);
     }
     let doctests = crate::doctests::build(&cargo, dir, &dir.join("target/doctests"))?;
     ensure!(
@@ -169,7 +169,7 @@ fn check_crate(
         let folder = &doctest.folder;
         let expected = if doctest.should_panic { "exit-code = 101\n" } else { "exit-code = 0\nstderr = \"\"\n" };
         let expectation = format!("# The doc example {folder} of {prefix}, from the registry.\n{expected}");
-        images.push(copy_to(&doctest.image, &format!("{prefix}-doc-{folder}"), &expectation)?);
+        images.push(copy_to(&doctest.image, &format!("{}-doc-{folder}", real.name), &expectation)?);
     }
 
     if gpus.nvidia {

@@ -59,7 +59,7 @@ pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
     // The libtest binary: `cargo test`'s build of `#[test]`s, with the test profile, as a user's `cargo test` makes it.
     let messages = cmd!(
         sh,
-        "cargo test --no-run --quiet --manifest-path {manifest} --target {spec_file} -Zjson-target-spec --target-dir {target_dir} --package {LIBTEST_PACKAGE} --lib --message-format json"
+        "cargo test --no-run --quiet --manifest-path {manifest} --target {spec_file} -Zjson-target-spec -Zpanic-abort-tests --target-dir {target_dir} --package {LIBTEST_PACKAGE} --lib --message-format json"
     )
     .env("RUSTFLAGS", rustflags)
     .read()?;

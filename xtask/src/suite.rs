@@ -424,8 +424,9 @@ if [ -e /dev/nvidiactl ] || command -v nvidia-smi >/dev/null 2>&1; then
     # ("Across GPU machines"): cargo-nextest and gpu-loader on PATH. Its report is the page's: 4 pass, 3 fail.
     if [ -d "$here/nextest" ] && [ "$sanitize" = 0 ]; then
         if command -v cargo-nextest >/dev/null 2>&1; then
-            out=$(PATH="$here/bin:$PATH" cargo-nextest nextest run --archive-file "$here/nextest/hello-gpu.tar.zst" \
-                --workspace-remap "$here/nextest/hello-gpu" --no-fail-fast --test-threads 1 2>&1)
+            # From inside the crate: nextest reads the runner from the config of the folder it runs in.
+            out=$(cd "$here/nextest/hello-gpu" && PATH="$here/bin:$PATH" cargo-nextest nextest run \
+                --archive-file ../hello-gpu.tar.zst --workspace-remap . --no-fail-fast --test-threads 1 2>&1)
             summary=$(printf '%s\n' "$out" | grep 'Summary')
             case "$summary" in
                 *"7 tests run: 4 passed, 3 failed, 1 skipped"*) echo "run-tests: nextest archive: ok:$summary" ;;

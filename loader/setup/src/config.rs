@@ -196,12 +196,16 @@ impl Config {
                 ));
             }
         }
-        match unstable.get("json-target-spec") {
-            None => {
-                unstable.insert("json-target-spec", Item::Value(true.into()));
+        // `panic-abort-tests`: libtest then runs each test in a process of its own (which the loader plays), where
+        // without it libtest runs the tests on threads of its one process, and the GPU has no threads to start.
+        for flag in ["json-target-spec", "panic-abort-tests"] {
+            match unstable.get(flag) {
+                None => {
+                    unstable.insert(flag, Item::Value(true.into()));
+                }
+                Some(item) if item.as_bool() == Some(true) => {}
+                Some(item) => return Err(conflict(&format!("unstable.{flag}"), item_text(item), "true")),
             }
-            Some(item) if item.as_bool() == Some(true) => {}
-            Some(item) => return Err(conflict("unstable.json-target-spec", item_text(item), "true")),
         }
 
         let targets = table(document.as_table_mut(), "target", &name, "")?;

@@ -150,6 +150,7 @@ target = ".cargo/nvptx64-gpu-startup-std.json"
 # the nightly cargo features GPU builds use
 [unstable]
 json-target-spec = true
+panic-abort-tests = true
 
 # NVIDIA with std: PTX through gpu-bitcode-linker, std from the sysroot `init --std` built; `cargo run` runs it with gpu-loader
 [target.nvptx64-gpu-startup-std]
