@@ -25,6 +25,10 @@ const INVOKE_VARIABLE: &str = "__RUST_TEST_INVOKE";
 /// libtest's exit code from a child that ran its test and passed (libtest's `TR_OK`).
 pub const TEST_PASSED_EXIT_CODE: i32 = 50;
 
+/// The least stack a test's one GPU thread gets: libtest's run of a test (its panic hook, the report of a failure)
+/// takes more than the default of a program's threads, and one thread's stack costs little.
+pub const MIN_TEST_STACK_SIZE: usize = 64 * 1024;
+
 /// The loader option that runs a libtest binary as a program (the parent's children), not as a test runner.
 pub const CHILD_OPTION: &str = "--libtest-child";
 
@@ -123,7 +127,7 @@ impl Child {
         command.arg(CHILD_OPTION).args(["--threads", "1", "--blocks", "1"]);
         command.arg("--device").arg(self.device.unwrap_or(options.device).to_string());
         command.arg("--rpc-ports").arg(options.rpc_ports.to_string());
-        command.arg("--stack-size").arg(options.stack_size.to_string());
+        command.arg("--stack-size").arg(options.stack_size.max(MIN_TEST_STACK_SIZE).to_string());
         if let Some(bytes) = options.heap_size {
             command.arg("--heap-size").arg(bytes.to_string());
         }
