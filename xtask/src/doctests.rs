@@ -75,6 +75,16 @@ pub fn build(cargo: &dyn Fn(&[&str]) -> Result<Output>, crate_dir: &Path, kept: 
 /// Copies `doctests` out as `NAME-doc-FOLDER` with their expectations: exit 0 with nothing on stderr, or Rust's panic
 /// code for a `should_panic` example. `what` names the crate in the expectations' comments.
 pub fn copy_out_all(doctests: &[Doctest], name: &str, what: &str) -> Result<Vec<BuiltImage>> {
+    // The examples of an earlier build go: one that moved or went would otherwise stay in the bundle.
+    let dir = crate::out_of_tree::out_dir(&NVPTX);
+    if let Ok(entries) = std::fs::read_dir(&dir) {
+        for entry in entries {
+            let path = entry?.path();
+            if path.file_name().is_some_and(|file| file.to_string_lossy().starts_with(&format!("{name}-doc-"))) {
+                std::fs::remove_file(&path)?;
+            }
+        }
+    }
     doctests
         .iter()
         .map(|doctest| {
