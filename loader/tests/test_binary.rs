@@ -33,6 +33,13 @@ fn the_list_comes_from_the_image_alone() {
     assert_eq!(test_binary(&["--list", "warp"]).stdout, "warp::sums: test\n");
     assert_eq!(test_binary(&["--list", "--exact", "warp"]).stdout, "");
     assert_eq!(test_binary(&["--list", "--skip", "s"]).stdout, "not_ready: test\n");
+    // Several filters, as libtest takes them: a test that matches any of them.
+    assert_eq!(test_binary(&["--list", "warp", "add"]).stdout, "adds: test\nwarp::sums: test\n");
+    assert_eq!(
+        test_binary(&["--list", "--exact", "warp", "adds", "not_ready"]).stdout,
+        "adds: test\nnot_ready: test\n"
+    );
+    assert_eq!(test_binary(&["--list", "a", "s", "--skip", "sums"]).stdout, "adds: test\nnot_ready: test\n");
 }
 
 /// `gpu-loader IMAGE --list | head -1`: the list goes to a pipe nobody reads, and the loader ends by SIGPIPE, as other
@@ -51,7 +58,8 @@ fn a_list_into_a_closed_pipe_ends_quietly() {
 
 #[test]
 fn a_filter_that_matches_nothing_is_reported_and_not_a_failure() {
-    for args in [&["nothing"][..], &["--exact", "add"], &["--skip", "a", "--skip", "s"]] {
+    for args in [&["nothing"][..], &["--exact", "add"], &["--skip", "a", "--skip", "s"], &["nothing", "--exact", "add"]]
+    {
         let ran = test_binary(args);
         assert_eq!(ran.code, Some(0), "{ran:#?}");
         assert!(ran.stdout.contains("running 0 tests"), "{ran:#?}");
@@ -65,6 +73,10 @@ fn only_ignored_tests_selected_need_no_gpu() {
     let ran = test_binary(&["not_ready"]);
     assert_eq!((ran.code, ran.stderr.as_str()), (Some(0), ""), "{ran:#?}");
     assert!(ran.stdout.contains("test not_ready ... ignored"), "{ran:#?}");
+    assert!(ran.stdout.contains("0 passed; 0 failed; 1 ignored; 0 measured; 2 filtered out"), "{ran:#?}");
+    // Tests that several filters leave out are counted as filtered out, as one filter's are.
+    let ran = test_binary(&["not_ready", "nothing"]);
+    assert_eq!((ran.code, ran.stderr.as_str()), (Some(0), ""), "{ran:#?}");
     assert!(ran.stdout.contains("0 passed; 0 failed; 1 ignored; 0 measured; 2 filtered out"), "{ran:#?}");
 }
 
@@ -92,6 +104,18 @@ fn libtests_options_are_accepted() {
 fn an_unknown_option_is_a_usage_error() {
     test_binary(&["--bogus"]).usage_error(&["unexpected argument '--bogus'"]);
     test_binary(&["--format", "xml"]).usage_error(&["'xml'"]);
+}
+
+#[test]
+fn zero_test_threads_are_refused_as_libtest_refuses_them() {
+    for args in [&["--test-threads", "0"][..], &["--list", "--test-threads=0"]] {
+        let ran = test_binary(args);
+        ran.usage_error(&[]);
+        assert_eq!(
+            (ran.stdout.as_str(), ran.stderr.as_str()),
+            ("", "error: argument for --test-threads must not be 0\n")
+        );
+    }
 }
 
 #[test]

@@ -34,8 +34,8 @@ pub const CHILD_OPTION: &str = "--libtest-child";
 
 /// Lists (or runs) the tests of the libtest binary `options.image`, as libtest's `args` ask; the exit code.
 pub fn run(options: &RunOptions, device: Option<usize>, args: &[OsString]) -> i32 {
-    let mut arguments = match runner_arguments(&options.image, args) {
-        Ok(arguments) => arguments,
+    let parsed = match runner_arguments(&options.image, args) {
+        Ok(parsed) => parsed,
         Err(code) => return code,
     };
     let child = Child { options: options.clone(), device };
@@ -46,6 +46,7 @@ pub fn run(options: &RunOptions, device: Option<usize>, args: &[OsString]) -> i3
             return LOADER_ERROR_EXIT_CODE;
         }
     };
+    let mut arguments = parsed.select(tests.iter().map(String::as_str));
     // One test at a time unless `--test-threads` asks for more: each is a context and a heap of its own on the GPU.
     arguments.test_threads.get_or_insert(1);
     let live = arguments.nocapture || arguments.show_output;

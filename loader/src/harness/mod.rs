@@ -1,13 +1,15 @@
 //! The test runner: `gpu-loader [LOADER OPTIONS] IMAGE [LIBTEST OPTIONS]` for an image with a test table (a test
 //! binary). The options after the image are libtest's, so that `cargo test`'s runner, nextest and IDEs drive it as a
 //! host test binary: filters, `--exact`, `--skip`, `--ignored`, `--include-ignored`, `--list` (with `--format
-//! terse`), `--nocapture` (`--no-capture`), `--show-output`, `-q`, `--test-threads`, `--format json`. libtest-mimic
-//! parses them and prints libtest's report; the exit code is 0, or 101 when a test failed.
+//! terse`), `--nocapture` (`--no-capture`), `--show-output`, `-q`, `--test-threads`, `--format json`. [`arguments`]
+//! parses them, for both runners, and libtest-mimic prints libtest's report; the exit code is 0, or 101 when a test
+//! failed.
 //!
 //! Listing and filtering read the image only. Running starts a worker process per GPU ([`worker`]), which loads the
 //! image once and runs each test as its own `_begin`/`_start`/`_end` sequence; [`pool`] spreads the tests over the
 //! GPUs, and a test that leaves its worker unusable (a fault, a timeout) fails alone while a new worker takes over.
 
+pub mod arguments;
 pub mod child;
 pub mod libtest;
 pub mod pool;
@@ -20,10 +22,10 @@ use std::io::Write;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use clap::Parser;
 use gpu_startup_targets::Target;
 use libtest_mimic::{Arguments, Failed, Trial};
 
+use self::arguments::{LibtestArguments, parse_arguments};
 use self::child::{ProcessWorker, WorkerCommand};
 use self::pool::{Pool, Spawn};
 use self::protocol::RunRequest;
@@ -38,21 +40,9 @@ pub const DEFAULT_TEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// libtest's exit code when a test failed.
 pub const TEST_FAILED_EXIT_CODE: i32 = 101;
 
-/// Parses libtest's options as the test binary's command line (`args` after the image); clap's error on bad ones.
-/// `--no-capture`, libtest's newer spelling, means `--nocapture`; `-q` (`--quiet`) with `--format` means the format,
-/// as libtest takes it (`cargo test -q` passes `--quiet` on), where libtest-mimic refuses the two together.
-pub fn parse_arguments(image: &std::path::Path, args: &[OsString]) -> Result<Arguments, clap::Error> {
-    let has_format = args.iter().any(|arg| arg == "--format" || arg.as_encoded_bytes().starts_with(b"--format="));
-    let args = args
-        .iter()
-        .filter(|arg| !(has_format && (*arg == "-q" || *arg == "--quiet")))
-        .map(|arg| if arg == "--no-capture" { OsString::from("--nocapture") } else { arg.clone() });
-    Arguments::try_parse_from(std::iter::once(image.as_os_str().to_owned()).chain(args))
-}
-
 /// libtest's options for a test runner (ours or libtest's parent), with SIGPIPE's default restored; `Err` with the
 /// exit code once clap printed its error (or `--help`).
-fn runner_arguments(image: &std::path::Path, args: &[OsString]) -> Result<Arguments, i32> {
+fn runner_arguments(image: &std::path::Path, args: &[OsString]) -> Result<LibtestArguments, i32> {
     // libtest-mimic's report panics when stdout is a closed pipe (`gpu-loader IMAGE --list | head`); a test binary
     // then ends as other commands do, quietly by SIGPIPE.
     // SAFETY: restores the default disposition of one signal; no handler of the loader's is involved.
@@ -72,15 +62,19 @@ pub fn run(
     tests: Vec<TestCase>,
     args: &[OsString],
 ) -> i32 {
-    let mut arguments = match runner_arguments(&options.image, args) {
-        Ok(arguments) => arguments,
+    let parsed = match runner_arguments(&options.image, args) {
+        Ok(parsed) => parsed,
         Err(code) => return code,
     };
+    let mut arguments = parsed.select(tests.iter().map(|test| test.name.as_str()));
     let runner = Arc::new(OnceLock::new());
     let trials: Vec<Trial> = tests.iter().map(|test| trial(test, options, &arguments, &runner)).collect();
-    let selected = trials.iter().filter(|t| !arguments.is_filtered_out(t) && !arguments.is_ignored(t)).count();
+    // libtest-mimic's `is_filtered_out` and `is_ignored`, from the selection: its own check goes through every skip.
+    let filtered_out = |test: &TestCase| !parsed.selects(&test.name) || (arguments.ignored && !test.ignore);
+    let ignored = |test: &TestCase| test.ignore && !arguments.ignored && !arguments.include_ignored;
+    let selected = tests.iter().filter(|test| !filtered_out(test) && !ignored(test)).count();
     if !arguments.list {
-        if selected == 0 && !trials.is_empty() && trials.iter().all(|t| arguments.is_filtered_out(t)) {
+        if selected == 0 && !tests.is_empty() && tests.iter().all(filtered_out) {
             eprintln!(
                 "gpu-loader: no test of {} matches the filters ({} test{} in the binary)",
                 options.image.display(),
