@@ -344,6 +344,7 @@ impl<B: Backend> Session<B> {
         let mut report = outcome?;
         flushed?;
         report.panicked_threads = panicked_threads(self.control);
+        report.panic_message = self.server.take_panic_message();
         // SAFETY: the control block is host-mapped memory the backend keeps alive; the kernels only write it.
         let constructed = unsafe { std::ptr::addr_of!((*self.control).constructed).read_volatile() };
         report.constructors_ran = constructed != 0;

@@ -90,6 +90,10 @@ pub struct RunReport {
     pub panicked_threads: u32,
     /// Whether `_begin` ran every constructor: if not, `main` (or the test) never ran.
     pub constructors_ran: bool,
+    /// The message of the first panic, as the startup's panic handler reported it (`PANIC_MESSAGE`), without the
+    /// location and thread of its line on stderr; `None` when no thread reported one (a std program's panics are
+    /// std's to print). At most [`MAX_PANIC_MESSAGE`](crate::server::MAX_PANIC_MESSAGE) bytes.
+    pub panic_message: Option<String>,
 }
 
 impl RunReport {
@@ -164,6 +168,7 @@ mod tests {
             messages_given_up,
             panicked_threads: 0,
             constructors_ran: true,
+            panic_message: None,
         };
         assert_eq!(report(RunStatus::Exited(0), 0).exit_code(), 0);
         assert_eq!(report(RunStatus::Exited(0), 1).exit_code(), 1);

@@ -148,11 +148,11 @@ mod tests {
     #[test]
     fn a_worker_reports_ready_then_output_and_its_tests_ending() {
         // Output `hi` on stderr, then `Finished`: exited with 0, 3 panicked threads, finished, the worker goes on, the
-        // constructors ran, no message given up.
+        // constructors ran, no message given up, no panic message.
         let script = format!(
             r"{READY}; sleep 0.05; printf '\005\002\000\000\000hi'; \
-              printf '\006\024\000\000\000\000\001\000\001'; printf '\000\000\000\000\000\000\000\000'; \
-              printf '\003\000\000\000\000\000\000\000'; cat >/dev/null"
+              printf '\006\025\000\000\000\000\001\000\001'; printf '\000\000\000\000\000\000\000\000'; \
+              printf '\003\000\000\000\000\000\000\000\000'; cat >/dev/null"
         );
         let (mut worker, gpus) = ProcessWorker::start(&shell(&script), 0).unwrap();
         assert_eq!(gpus, 2);
@@ -168,6 +168,7 @@ mod tests {
                 worker_ends: false,
                 constructors_ran: true,
                 messages_given_up: 0,
+                panic_message: None,
             }
         );
     }

@@ -176,7 +176,7 @@ fn trial(test: &TestCase, options: &RunOptions, arguments: &Arguments, runner: &
         let (device, result) = runner.pool.run(&request, &mut sink);
         let output = String::from_utf8_lossy(&output);
         let reason = match result {
-            Ok(result) => match verdict::verdict(&test_case, threads, request.timeout, &result, &output) {
+            Ok(result) => match verdict::verdict(&test_case, threads, request.timeout, &result) {
                 Ok(()) => return Ok(()),
                 Err(reason) => reason,
             },

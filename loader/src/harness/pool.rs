@@ -148,6 +148,7 @@ mod tests {
                 worker_ends: fault,
                 constructors_ran: true,
                 messages_given_up: 0,
+                panic_message: None,
             })
         }
     }

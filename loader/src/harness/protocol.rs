@@ -42,6 +42,10 @@ pub struct RunResult {
     pub worker_ends: bool,
     /// RPC messages the loader gave up in the middle: the test's output is incomplete.
     pub messages_given_up: u32,
+    /// The first panic's message, as the panicking thread reported it ([`RunReport::panic_message`]).
+    ///
+    /// [`RunReport::panic_message`]: crate::run::RunReport::panic_message
+    pub panic_message: Option<String>,
 }
 
 /// A worker's message to the runner.
@@ -110,6 +114,23 @@ impl Fields<'_> {
     fn u32(&mut self) -> io::Result<u32> {
         self.take().map(u32::from_le_bytes)
     }
+    /// Text of a length that a `u32` before it gives, or `None` after a 0 byte (a 1 byte: text follows).
+    fn optional_text(&mut self) -> io::Result<Option<String>> {
+        let [present] = self.take()?;
+        match present {
+            0 => Ok(None),
+            1 => {
+                let len = self.u32()? as usize;
+                if len > self.0.len() {
+                    return Err(corrupt("a payload too short".into()));
+                }
+                let (text, rest) = self.0.split_at(len);
+                self.0 = rest;
+                String::from_utf8(text.to_vec()).map(Some).map_err(|_| corrupt("text that is not UTF-8".into()))
+            }
+            _ => Err(corrupt(format!("presence byte {present}"))),
+        }
+    }
     /// The rest of the payload, as text.
     fn string(&mut self) -> io::Result<String> {
         String::from_utf8(std::mem::take(&mut self.0).to_vec()).map_err(|_| corrupt("text that is not UTF-8".into()))
@@ -177,6 +198,15 @@ impl Report {
                 payload.extend_from_slice(&code.to_le_bytes());
                 payload.extend_from_slice(&result.panicked_threads.to_le_bytes());
                 payload.extend_from_slice(&result.messages_given_up.to_le_bytes());
+                match &result.panic_message {
+                    None => payload.push(0),
+                    Some(text) => {
+                        // The server keeps far fewer than 4 GiB of a panic message.
+                        payload.push(1);
+                        payload.extend_from_slice(&u32::try_from(text.len()).unwrap_or(u32::MAX).to_le_bytes());
+                        payload.extend_from_slice(text.as_bytes());
+                    }
+                }
                 payload.extend_from_slice(message.as_bytes());
                 write_frame(out, FINISHED, &payload)
             }
@@ -197,6 +227,7 @@ impl Report {
                 let code = i64::from_le_bytes(fields.take()?);
                 let panicked_threads = fields.u32()?;
                 let messages_given_up = fields.u32()?;
+                let panic_message = fields.optional_text()?;
                 let message = fields.string()?;
                 let ending = match tag {
                     0 => Ending::Exited(code),
@@ -217,6 +248,7 @@ impl Report {
                     worker_ends: flag(worker_ends)?,
                     constructors_ran: flag(constructors_ran)?,
                     messages_given_up,
+                    panic_message,
                 })
             }
             _ => return Err(corrupt(format!("kind {kind}"))),
@@ -280,14 +312,17 @@ mod tests {
             Ending::Fault("CUDA_ERROR_ILLEGAL_INSTRUCTION".into()),
             Ending::Error("RPC: no handler".into()),
         ] {
-            round_trip(Report::Finished(RunResult {
-                ending,
-                panicked_threads: 32,
-                finished: false,
-                worker_ends: true,
-                constructors_ran: false,
-                messages_given_up: 2,
-            }));
+            for panic_message in [None, Some(String::new()), Some("sum was 17\n  left: 4".into())] {
+                round_trip(Report::Finished(RunResult {
+                    ending: ending.clone(),
+                    panicked_threads: 32,
+                    finished: false,
+                    worker_ends: true,
+                    constructors_ran: false,
+                    messages_given_up: 2,
+                    panic_message,
+                }));
+            }
         }
     }
 
@@ -306,6 +341,31 @@ mod tests {
         }
         assert!(RunRequest::read(&mut &[READY, 0, 0, 0, 0][..]).is_err());
         assert!(RunRequest::read(&mut &[REQUEST, 2, 0, 0, 0, 1, 2][..]).is_err());
+    }
+
+    #[test]
+    fn a_corrupt_panic_message_is_an_error() {
+        let finished = |panic_message: &[u8]| {
+            let mut payload = vec![0, 1, 0, 1];
+            payload.extend_from_slice(&[0; 16]);
+            payload.extend_from_slice(panic_message);
+            let mut bytes = Vec::new();
+            write_frame(&mut bytes, FINISHED, &payload).unwrap();
+            Report::read(&mut bytes.as_slice())
+        };
+        assert!(
+            matches!(finished(&[1, 2, 0, 0, 0, b'h', b'i']), Ok(Some(Report::Finished(RunResult { panic_message: Some(m), .. }))) if m == "hi")
+        );
+        for (bytes, problem) in [
+            (&[2][..], "presence byte 2"),
+            (&[1, 3, 0, 0, 0, b'h', b'i'], "a payload too short"),
+            (&[1, 0xff, 0xff, 0xff, 0xff], "a payload too short"),
+            (&[1, 1, 0, 0, 0, 0xff], "text that is not UTF-8"),
+            (&[1, 2, 0], "a payload too short"),
+        ] {
+            let error = finished(bytes).unwrap_err().to_string();
+            assert!(error.ends_with(problem), "{bytes:?}: {error}");
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Whether a test passed, from how its run ended, how many threads panicked and what it printed; and the message
-//! libtest's report shows for a failure.
+//! Whether a test passed, from how its run ended, how many threads panicked and the first panic's message; and the
+//! message libtest's report shows for a failure.
 
 use std::time::Duration;
 
@@ -8,15 +8,9 @@ use crate::run::PANIC_GRACE;
 use crate::test_list::TestCase;
 
 /// `Ok` if `test` passed; otherwise why not, in one or a few lines. `threads` is the size of the test's grid,
-/// `timeout` its time limit, `output` what it printed (stdout and stderr as they arrived).
-pub fn verdict(
-    test: &TestCase,
-    threads: u64,
-    timeout: Duration,
-    result: &RunResult,
-    output: &str,
-) -> Result<(), String> {
-    outcome(test, threads, timeout, result, output)?;
+/// `timeout` its time limit.
+pub fn verdict(test: &TestCase, threads: u64, timeout: Duration, result: &RunResult) -> Result<(), String> {
+    outcome(test, threads, timeout, result)?;
     match result.messages_given_up {
         0 => Ok(()),
         count => Err(format!(
@@ -26,8 +20,8 @@ pub fn verdict(
     }
 }
 
-/// The verdict from the run's ending, its panics and its output alone.
-fn outcome(test: &TestCase, threads: u64, timeout: Duration, result: &RunResult, output: &str) -> Result<(), String> {
+/// The verdict from the run's ending and its panics alone.
+fn outcome(test: &TestCase, threads: u64, timeout: Duration, result: &RunResult) -> Result<(), String> {
     if !result.constructors_ran {
         // A constructor's panic is not the test's: a `should_panic` test fails too.
         let cause = match &result.ending {
@@ -46,12 +40,18 @@ fn outcome(test: &TestCase, threads: u64, timeout: Duration, result: &RunResult,
                 ending => describe(ending, timeout),
             });
         }
-        return match &test.expected {
-            Some(expected) if !output.contains(expected.as_str()) => Err(format!(
-                "panic did not contain expected string\n      panic message: {:?}\n expected substring: {expected:?}",
-                panic_message(output)
+        // libtest compares the panic's message, never the test's output, which could hold the text anyway.
+        return match (&test.expected, &result.panic_message) {
+            (None, _) => Ok(()),
+            (Some(expected), Some(message)) if message.contains(expected.as_str()) => Ok(()),
+            (Some(expected), Some(message)) => Err(format!(
+                "panic did not contain expected string\n      panic message: {message:?}\n expected substring: \
+                 {expected:?}"
             )),
-            _ => Ok(()),
+            (Some(expected), None) => Err(format!(
+                "expected panic with a message,\n found none: the panicking thread reported no message to the \
+                 runner\n     expected substring: {expected:?}"
+            )),
         };
     }
     if result.panicked_threads > 0 {
@@ -89,11 +89,6 @@ fn describe(ending: &Ending, timeout: Duration) -> String {
     }
 }
 
-/// The startup's report of the first panic: from `panicked at` to the end of its line.
-fn panic_message(output: &str) -> &str {
-    output.find("panicked at ").map_or("", |at| output[at..].lines().next().unwrap_or_default())
-}
-
 /// The failure text for libtest's report: the test's output, then why it failed.
 pub fn failure_message(output: &str, reason: &str) -> String {
     match output {
@@ -128,16 +123,21 @@ mod tests {
             worker_ends: !finished,
             constructors_ran: true,
             messages_given_up: 0,
+            panic_message: None,
         }
     }
 
+    /// A run in which one thread panicked and reported `message`.
+    fn panicked_with(message: &str) -> RunResult {
+        RunResult { panic_message: Some(message.into()), ..ended(Ending::Exited(101), 1, true) }
+    }
+
     const TIMEOUT: Duration = Duration::from_secs(5);
-    const PANIC_OUTPUT: &str = "a line\npanicked at t.rs:3:5: sum was 17 (thread (0, 0, 0) of block (0, 0, 0))\n";
 
     #[test]
     fn a_plain_test_passes_only_when_it_ends_with_0_and_nothing_panicked() {
         let plain = test(false, None);
-        let check = |result, threads| verdict(&plain, threads, TIMEOUT, &result, "");
+        let check = |result, threads| verdict(&plain, threads, TIMEOUT, &result);
         assert_eq!(check(ended(Ending::Exited(0), 0, true), 1), Ok(()));
         let failures = [
             (ended(Ending::Exited(101), 1, true), 1, "the test's thread panicked"),
@@ -162,19 +162,43 @@ mod tests {
 
     #[test]
     fn a_should_panic_test_passes_only_when_a_thread_panicked_with_the_expected_text() {
-        let panicked = ended(Ending::Exited(101), 1, true);
-        assert_eq!(verdict(&test(true, None), 1, TIMEOUT, &panicked, PANIC_OUTPUT), Ok(()));
-        assert_eq!(verdict(&test(true, Some("sum was 17")), 1, TIMEOUT, &panicked, PANIC_OUTPUT), Ok(()));
-        let error = verdict(&test(true, Some("sum was 18")), 1, TIMEOUT, &panicked, PANIC_OUTPUT).unwrap_err();
+        let panicked = panicked_with("sum was 17");
+        assert_eq!(verdict(&test(true, None), 1, TIMEOUT, &panicked), Ok(()));
+        assert_eq!(verdict(&test(true, Some("sum was 17")), 1, TIMEOUT, &panicked), Ok(()));
+        assert_eq!(verdict(&test(true, Some("was")), 1, TIMEOUT, &panicked), Ok(()));
+        let error = verdict(&test(true, Some("sum was 18")), 1, TIMEOUT, &panicked).unwrap_err();
         assert_eq!(
             error,
-            "panic did not contain expected string\n      panic message: \"panicked at t.rs:3:5: sum was 17 (thread \
-             (0, 0, 0) of block (0, 0, 0))\"\n expected substring: \"sum was 18\""
+            "panic did not contain expected string\n      panic message: \"sum was 17\"\n expected substring: \"sum was 18\""
         );
         let calm = ended(Ending::Exited(0), 0, true);
-        assert_eq!(verdict(&test(true, None), 1, TIMEOUT, &calm, ""), Err("test did not panic as expected".into()));
+        assert_eq!(verdict(&test(true, None), 1, TIMEOUT, &calm), Err("test did not panic as expected".into()));
         let faulted = ended(Ending::Fault("device fault".into()), 0, false);
-        assert_eq!(verdict(&test(true, None), 1, TIMEOUT, &faulted, ""), Err("device fault".into()));
+        assert_eq!(verdict(&test(true, None), 1, TIMEOUT, &faulted), Err("device fault".into()));
+    }
+
+    #[test]
+    fn the_expected_text_is_looked_for_in_the_panics_message_alone() {
+        // The location and the thread are the line's, not the message's: libtest compares the payload only.
+        let error = verdict(&test(true, Some("t.rs:3")), 1, TIMEOUT, &panicked_with("sum was 17")).unwrap_err();
+        assert!(error.starts_with("panic did not contain expected string\n"), "{error}");
+        // A multi-line message is one message; the expected text may span its lines.
+        let message = "assertion `left == right` failed: two and two\n  left: 4\n right: 5";
+        assert_eq!(verdict(&test(true, Some("4\n right")), 1, TIMEOUT, &panicked_with(message)), Ok(()));
+        // A panic whose message did not reach the runner cannot show the text.
+        let unreported = ended(Ending::Exited(101), 1, true);
+        assert_eq!(verdict(&test(true, None), 1, TIMEOUT, &unreported), Ok(()));
+        assert_eq!(
+            verdict(&test(true, Some("sum")), 1, TIMEOUT, &unreported),
+            Err("expected panic with a message,\n found none: the panicking thread reported no message to the \
+                 runner\n     expected substring: \"sum\""
+                .into())
+        );
+        // A test that expects no panic fails on any panic, its message whatever it is.
+        assert_eq!(
+            verdict(&test(false, None), 1, TIMEOUT, &panicked_with("")),
+            Err("the test's thread panicked".into())
+        );
     }
 
     #[test]
@@ -190,7 +214,7 @@ mod tests {
                 "the test did not run: bad launch parameters: 2048 threads",
             ),
         ] {
-            assert_eq!(verdict(&test, 1, TIMEOUT, &result, PANIC_OUTPUT), Err(message.into()));
+            assert_eq!(verdict(&test, 1, TIMEOUT, &result), Err(message.into()));
         }
     }
 
@@ -198,14 +222,14 @@ mod tests {
     fn a_test_that_lost_a_message_fails_even_when_it_passed_otherwise() {
         let lost =
             |count| RunResult { messages_given_up: count, worker_ends: true, ..ended(Ending::Exited(0), 0, true) };
-        let error = verdict(&test(false, None), 1, TIMEOUT, &lost(1), "").unwrap_err();
+        let error = verdict(&test(false, None), 1, TIMEOUT, &lost(1)).unwrap_err();
         assert_eq!(error, "the loader gave up 1 RPC message of the test in the middle: its output is incomplete");
         let panicked = RunResult { messages_given_up: 2, ..ended(Ending::Exited(101), 1, true) };
-        let error = verdict(&test(true, None), 1, TIMEOUT, &panicked, PANIC_OUTPUT).unwrap_err();
+        let error = verdict(&test(true, None), 1, TIMEOUT, &panicked).unwrap_err();
         assert!(error.starts_with("the loader gave up 2 RPC messages"), "{error}");
         // A test that failed anyway keeps its own reason.
         let failed = RunResult { messages_given_up: 1, ..ended(Ending::Exited(3), 0, true) };
-        assert_eq!(verdict(&test(false, None), 1, TIMEOUT, &failed, ""), Err("the test ended with exit code 3".into()));
+        assert_eq!(verdict(&test(false, None), 1, TIMEOUT, &failed), Err("the test ended with exit code 3".into()));
     }
 
     #[test]

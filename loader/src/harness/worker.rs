@@ -90,6 +90,7 @@ fn run_one<B: Backend>(
                 worker_ends: false,
                 constructors_ran: false,
                 messages_given_up: 0,
+                panic_message: None,
             };
         }
     };
@@ -116,6 +117,7 @@ fn run_one<B: Backend>(
                 worker_ends: !report.finished || messages_given_up > 0,
                 constructors_ran: report.constructors_ran,
                 messages_given_up,
+                panic_message: report.panic_message,
             }
         }
         Err(error) => context_lost(Ending::Error(error.to_string())),
@@ -132,5 +134,6 @@ fn context_lost(ending: Ending) -> RunResult {
         worker_ends: true,
         constructors_ran: true,
         messages_given_up: 0,
+        panic_message: None,
     }
 }

@@ -244,7 +244,14 @@ impl LostMessages {
                 eprintln!("gpu-loader: {message}");
             }
         }
-        RunReport { status, finished, messages_given_up: self.count, panicked_threads: 0, constructors_ran: true }
+        RunReport {
+            status,
+            finished,
+            messages_given_up: self.count,
+            panicked_threads: 0,
+            constructors_ran: true,
+            panic_message: None,
+        }
     }
 }
 

@@ -12,7 +12,8 @@ use super::reassembly::writer_key;
 use super::{BuiltIn, Context, ServerError};
 
 /// The operations served here, with their handlers.
-pub(super) const HANDLERS: &[(u32, BuiltIn)] = &[(opcode::WRITE, write), (opcode::CLOCK_REALTIME, realtime)];
+pub(super) const HANDLERS: &[(u32, BuiltIn)] =
+    &[(opcode::WRITE, write), (opcode::CLOCK_REALTIME, realtime), (opcode::PANIC_MESSAGE, panic_message)];
 
 /// `CLOCK_REALTIME`: the host's real time, the same for every lane of the message.
 fn realtime(port: &mut ServerPort<'_>, _context: &mut Context) -> Result<(), ServerError> {
@@ -62,6 +63,22 @@ fn write(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerE
         }
     }
     // The acknowledgement: the chunk is in the server's hands, so the thread's next chunk comes after it.
+    port.send(|_, packet| packet.set_words(WriteAck.encode()));
+    Ok(())
+}
+
+/// `PANIC_MESSAGE`: the message of the run's first panic, in chunks as a `WRITE`'s, kept for the test runner (the
+/// panicking thread prints it with a `WRITE` too, in the panic's line); then one packet acknowledges the chunk.
+fn panic_message(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerError> {
+    port.recv_n_with::<{ WriteHead::WORDS }, ServerError>(|piece| {
+        let head = WriteHead::decode(*piece.head);
+        if piece.offset == 0 {
+            context.sender.get_or_insert(head.writer());
+        }
+        let last = piece.is_last() && head.flags & WriteHead::MORE == 0;
+        context.first_panic.receive((head.thread, head.group), piece.bytes, last);
+        Ok(())
+    })?;
     port.send(|_, packet| packet.set_words(WriteAck.encode()));
     Ok(())
 }

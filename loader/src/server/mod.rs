@@ -17,12 +17,14 @@ use gpu_startup_protocol::opcode;
 use startup_common::rpc::{HostCallError, HostCalls, Server, ServerPort};
 
 pub mod files;
+mod first_panic;
 mod handlers;
 mod output;
 pub mod reassembly;
 #[cfg(test)]
 pub(crate) mod tests;
 
+pub use first_panic::MAX_PANIC_MESSAGE;
 pub use reassembly::{HELD_IN_ALL, HELD_PER_THREAD};
 
 use files::{Files, StdinSource};
@@ -110,16 +112,22 @@ impl fmt::Display for GivenUp {
     }
 }
 
-/// What handlers share: the output streams with the messages they hold, and who sent the message being served.
+/// What handlers share: the output streams with the messages they hold, who sent the message being served, and the
+/// run's first panic message.
 pub struct Context {
     output: output::Output,
     /// The thread that sent the message being served, where the message says (for [`GivenUp`]).
     sender: Option<ThreadIds>,
+    first_panic: first_panic::FirstPanic,
 }
 
 impl Context {
     fn new(stdout: Box<dyn Write + Send>, stderr: Box<dyn Write + Send>, stdin: StdinSource) -> Self {
-        Self { output: output::Output::new(stdout, stderr, Files::new(stdin)), sender: None }
+        Self {
+            output: output::Output::new(stdout, stderr, Files::new(stdin)),
+            sender: None,
+            first_panic: first_panic::FirstPanic::default(),
+        }
     }
 
     /// The (buffered) writer of `stream`.
@@ -354,9 +362,16 @@ impl HostServer {
         Ok(self.context.output.flush()?)
     }
 
-    /// Closes any file an earlier run of the same program left open.
+    /// Closes any file an earlier run of the same program left open, and forgets its panic message.
     pub fn start_run(&mut self) {
         self.close_files_quietly();
+        self.context.first_panic.take();
+    }
+
+    /// The message of the run's first panic, as its thread reported it (`PANIC_MESSAGE`), without the location and
+    /// the thread that the panic's line on stderr adds: `None` when no thread reported one. Asked once per run.
+    pub fn take_panic_message(&mut self) -> Option<String> {
+        self.context.first_panic.take()
     }
 
     /// Closes the files the program left open, writing out what they hold, as the run ends; the first that could

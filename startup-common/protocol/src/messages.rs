@@ -72,6 +72,11 @@ pub mod opcode {
         /// The loader's working directory, which relative paths start from: one empty packet; replied with a stream
         /// with a [`CurrentDirectoryReplyHead`](super::CurrentDirectoryReplyHead) and the path.
         CURRENT_DIRECTORY = 15,
+        /// The message of the run's first panic, without the location and thread that its line on stderr adds: a
+        /// stream with a [`WriteHead`](super::WriteHead) whose stream is 0 and the message's bytes, in chunks as for
+        /// `WRITE`; replied with a [`WriteAck`](super::WriteAck). The host keeps it for the test runner, which
+        /// compares it with a `should_panic` test's expected text, and prints nothing.
+        PANIC_MESSAGE = 16,
     }
 
     /// The first opcode of the users' range: below it, the startup's own operations (reserved, whether defined yet

@@ -1,6 +1,6 @@
 //! Output from GPU threads: formatted output over `core::fmt` (behind Rust's `print!` and friends,
 //! [`crate::rust::print`], and the runtime's own messages), and the writes behind C's `puts`/`fputs`/`fwrite`, to
-//! stdout, stderr or a file the host opened ([`crate::libc::files`]).
+//! stdout, stderr or a file the host opened ([`crate::libc::files`]); and a panic's report ([`report_panic`]).
 //!
 //! Each thread formats into a bounded buffer on its own stack ([`PRINT_BUFFER`] bytes). A full buffer goes to the
 //! host as a chunk marked "more follows"; the host holds chunks per writing thread and stream and writes the message
@@ -51,7 +51,8 @@ pub fn write<G: Gpu>(client: &Client<G>, stream: Stream, bytes: &[u8]) {
 
 /// Writes `bytes` to `destination` as one message; the error number the host returned for a file.
 pub fn write_to<G: Gpu>(client: &Client<G>, destination: Destination, bytes: &[u8]) -> Result<(), c_int> {
-    send_chunk(client, destination, head::<G>(destination, 0), bytes)
+    let sink = Sink::Output(destination);
+    send_chunk(client, sink, head::<G>(sink, 0), bytes)
 }
 
 /// Writes `pieces` to `destination` as one message (POSIX's `writev`): every piece but the last goes as a chunk
@@ -61,18 +62,19 @@ pub fn write_pieces_to<'a, G: Gpu>(
     destination: Destination,
     pieces: impl IntoIterator<Item = &'a [u8]>,
 ) -> Result<(), c_int> {
+    let sink = Sink::Output(destination);
     let mut pieces = pieces.into_iter().peekable();
     while let Some(piece) = pieces.next() {
         let flags = if pieces.peek().is_some() { WriteHead::MORE } else { 0 };
-        send_chunk(client, destination, head::<G>(destination, flags), piece)?;
+        send_chunk(client, sink, head::<G>(sink, flags), piece)?;
     }
     Ok(())
 }
 
 /// Writes `bytes` and a newline to `stream` as one line.
 pub fn write_line<G: Gpu>(client: &Client<G>, stream: Stream, bytes: &[u8]) {
-    let destination = Destination::Stream(stream);
-    let _ = send_chunk(client, destination, head::<G>(destination, WriteHead::NEWLINE), bytes);
+    let sink = Sink::Output(Destination::Stream(stream));
+    let _ = send_chunk(client, sink, head::<G>(sink, WriteHead::NEWLINE), bytes);
 }
 
 /// Formats `args` and writes the result to `stream` as one message, streamed in chunks of [`PRINT_BUFFER`] bytes.
@@ -92,12 +94,49 @@ pub fn print_to<G: Gpu>(client: &Client<G>, destination: Destination, args: fmt:
     chunks.finish()
 }
 
-/// The write head for the calling thread: the stream (0 for a file, whose handle travels apart), `flags`, and the
-/// thread's key.
-fn head<G: Gpu>(destination: Destination, flags: u8) -> WriteHead {
-    let stream = match destination {
-        Destination::Stream(stream) => stream as u32 as u8,
-        Destination::File(_) => 0,
+/// Reports a panic: `panicked at LOCATION: MESSAGE (THREAD)` on stderr, as one line, and the message alone to the
+/// host ([`opcode::PANIC_MESSAGE`]), which keeps the run's first for the test runner to compare with a
+/// `should_panic` test's expected text. The message is formatted once, into both.
+pub fn report_panic<G: Gpu>(
+    client: &Client<G>,
+    location: impl fmt::Display,
+    message: impl fmt::Display,
+    thread: impl fmt::Display,
+) {
+    let mut line = Chunks::new(client, Destination::Stream(Stream::Stderr));
+    let mut alone = Chunks::with_sink(client, Sink::PanicMessage);
+    let _ = fmt::Write::write_fmt(&mut line, format_args!("panicked at {location}: "));
+    let _ = fmt::Write::write_fmt(&mut Both(&mut line, &mut alone), format_args!("{message}"));
+    let _ = fmt::Write::write_fmt(&mut line, format_args!(" ({thread})\n"));
+    // Neither can fail on the device's side.
+    let _ = alone.finish();
+    let _ = line.finish();
+}
+
+/// Where a thread's chunks go: the program's output, or the host's record of the run's first panic message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sink {
+    Output(Destination),
+    PanicMessage,
+}
+
+/// Formatted text that goes into two messages at once.
+struct Both<'a, 'b, G: Gpu>(&'a mut Chunks<'b, G>, &'a mut Chunks<'b, G>);
+
+impl<G: Gpu> fmt::Write for Both<'_, '_, G> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        self.0.push(text.as_bytes());
+        self.1.push(text.as_bytes());
+        Ok(())
+    }
+}
+
+/// The write head for the calling thread: the stream (0 for a file, whose handle travels apart, and for a panic
+/// message), `flags`, and the thread's key.
+fn head<G: Gpu>(sink: Sink, flags: u8) -> WriteHead {
+    let stream = match sink {
+        Sink::Output(Destination::Stream(stream)) => stream as u32 as u8,
+        Sink::Output(Destination::File(_)) | Sink::PanicMessage => 0,
     };
     let head = WriteHead::for_thread(stream, flags, G::thread_ids());
     // On the host every thread of a test has the same coordinates: tell OS threads apart instead.
@@ -117,28 +156,24 @@ fn host_thread_number() -> u64 {
 }
 
 /// Sends one chunk and waits for the host to take it, so chunks and messages keep the thread's order. Output to a
-/// stream before the channel is set up is dropped; to a file it is [`errno::ENOSYS`].
-fn send_chunk<G: Gpu>(
-    client: &Client<G>,
-    destination: Destination,
-    head: WriteHead,
-    bytes: &[u8],
-) -> Result<(), c_int> {
+/// stream (or a panic message) before the channel is set up is dropped; to a file it is [`errno::ENOSYS`].
+fn send_chunk<G: Gpu>(client: &Client<G>, sink: Sink, head: WriteHead, bytes: &[u8]) -> Result<(), c_int> {
     if !client.is_ready() {
-        return match destination {
-            Destination::Stream(_) => Ok(()),
-            Destination::File(_) => Err(errno::ENOSYS),
+        return match sink {
+            Sink::Output(Destination::Stream(_)) | Sink::PanicMessage => Ok(()),
+            Sink::Output(Destination::File(_)) => Err(errno::ENOSYS),
         };
     }
     let mut error = 0;
-    match destination {
-        Destination::Stream(_) => {
-            let mut port = client.open(opcode::WRITE);
+    match sink {
+        Sink::Output(Destination::Stream(_)) | Sink::PanicMessage => {
+            let opcode = if sink == Sink::PanicMessage { opcode::PANIC_MESSAGE } else { opcode::WRITE };
+            let mut port = client.open(opcode);
             port.send_n_with(head.encode(), bytes);
             port.recv(|_| {});
             port.close();
         }
-        Destination::File(handle) => {
+        Sink::Output(Destination::File(handle)) => {
             let mut port = client.open(opcode::FILE_WRITE);
             port.send_n_with(FileWriteHead { handle, write: head }.encode(), bytes);
             port.recv(|packet| error = FileWriteReply::decode(packet.get_words()).error);
@@ -153,7 +188,7 @@ fn send_chunk<G: Gpu>(
 /// nothing more is sent.
 pub(crate) struct Chunks<'a, G: Gpu> {
     client: &'a Client<G>,
-    destination: Destination,
+    sink: Sink,
     head: WriteHead,
     /// Uninitialised past `len`: zeroing it would cost 256 byte stores on every message.
     buffer: [MaybeUninit<u8>; PRINT_BUFFER],
@@ -166,10 +201,14 @@ pub(crate) struct Chunks<'a, G: Gpu> {
 
 impl<'a, G: Gpu> Chunks<'a, G> {
     pub(crate) fn new(client: &'a Client<G>, destination: Destination) -> Self {
+        Self::with_sink(client, Sink::Output(destination))
+    }
+
+    fn with_sink(client: &'a Client<G>, sink: Sink) -> Self {
         Self {
             client,
-            destination,
-            head: head::<G>(destination, 0),
+            sink,
+            head: head::<G>(sink, 0),
             buffer: [MaybeUninit::uninit(); PRINT_BUFFER],
             len: 0,
             sent: false,
@@ -178,16 +217,10 @@ impl<'a, G: Gpu> Chunks<'a, G> {
     }
 
     /// Sends `bytes` as a chunk marked "more follows", unless the host refused an earlier one (`error`).
-    fn send_more(
-        client: &Client<G>,
-        destination: Destination,
-        head: WriteHead,
-        error: &mut Option<c_int>,
-        bytes: &[u8],
-    ) {
+    fn send_more(client: &Client<G>, sink: Sink, head: WriteHead, error: &mut Option<c_int>, bytes: &[u8]) {
         if error.is_none() {
             let head = WriteHead { flags: head.flags | WriteHead::MORE, ..head };
-            *error = send_chunk(client, destination, head, bytes).err();
+            *error = send_chunk(client, sink, head, bytes).err();
         }
     }
 
@@ -202,7 +235,7 @@ impl<'a, G: Gpu> Chunks<'a, G> {
         if self.len == PRINT_BUFFER {
             // SAFETY: the buffer is full: all its bytes have been written (`push`, `fill`).
             let bytes = unsafe { self.buffer.assume_init_ref() };
-            Self::send_more(self.client, self.destination, self.head, &mut self.error, bytes);
+            Self::send_more(self.client, self.sink, self.head, &mut self.error, bytes);
             self.sent = true;
             self.len = 0;
         }
@@ -213,7 +246,7 @@ impl<'a, G: Gpu> Chunks<'a, G> {
         while !bytes.is_empty() {
             if self.len == 0 && bytes.len() >= PRINT_BUFFER {
                 // A long piece goes out directly, without a copy.
-                Self::send_more(self.client, self.destination, self.head, &mut self.error, bytes);
+                Self::send_more(self.client, self.sink, self.head, &mut self.error, bytes);
                 self.sent = true;
                 return;
             }
@@ -242,8 +275,9 @@ impl<'a, G: Gpu> Chunks<'a, G> {
         if let Some(error) = self.error {
             return Err(error);
         }
-        if self.len > 0 || self.sent {
-            send_chunk(self.client, self.destination, self.head, self.gathered())?;
+        // A panic message goes even when empty: that it arrives says the panic was reported.
+        if self.len > 0 || self.sent || self.sink == Sink::PanicMessage {
+            send_chunk(self.client, self.sink, self.head, self.gathered())?;
         }
         Ok(())
     }

@@ -115,6 +115,49 @@ fn counts_messages_and_lanes() {
     assert_eq!(server.stats(), ServeStats { messages: 5, lanes: 5 });
 }
 
+/// A panic's report: its line on stderr, as a `WRITE` prints it, and its message alone, kept for the test runner;
+/// each run's own, the first reporter's, and a long message whole.
+#[test]
+fn a_panic_reports_its_line_and_its_message_alone() {
+    let (region, client) = two_ports();
+    let err = Capture::default();
+    // SAFETY: same region; this is its only server.
+    let mut server =
+        unsafe { HostServer::new(region.as_ptr(), 2, 1) }.with_output(Box::new(io::sink()), Box::new(err.clone()));
+    fn serve(server: &mut HostServer, body: &(dyn Fn() + Sync)) {
+        std::thread::scope(|scope| {
+            let worker = scope.spawn(body);
+            while !worker.is_finished() {
+                server.poll().unwrap();
+            }
+        });
+        server.flush().unwrap();
+    }
+    let thread = "thread (0, 0, 0) of block (0, 0, 0)";
+    serve(&mut server, &|| {
+        gpu_io::report_panic(&client, "src/lib.rs:3:5", format_args!("two and two\n  left: {}", 4), thread)
+    });
+    assert_eq!(err.text(), format!("panicked at src/lib.rs:3:5: two and two\n  left: 4 ({thread})\n"));
+    assert_eq!(server.take_panic_message().as_deref(), Some("two and two\n  left: 4"));
+    assert_eq!(server.take_panic_message(), None, "once per run");
+
+    // Longer than a thread's print buffer: it travels in chunks, to both.
+    let long = "x".repeat(3 * gpu_io::PRINT_BUFFER + 7);
+    serve(&mut server, &|| {
+        gpu_io::print(&client, gpu_io::Stream::Stdout, format_args!("expected text printed"));
+        gpu_io::report_panic(&client, "a.rs:1:1", &long, thread);
+        gpu_io::report_panic(&client, "a.rs:2:1", "a second report", thread);
+    });
+    assert!(err.text().ends_with(&format!("panicked at a.rs:2:1: a second report ({thread})\n")), "{}", err.text());
+    assert_eq!(server.take_panic_message(), Some(long.clone()), "the first reporter's, whole");
+
+    serve(&mut server, &|| gpu_io::report_panic(&client, "a.rs:1:1", "", thread));
+    assert_eq!(server.take_panic_message().as_deref(), Some(""), "an empty message is reported too");
+    serve(&mut server, &|| gpu_io::report_panic(&client, "a.rs:1:1", "left over", thread));
+    server.start_run();
+    assert_eq!(server.take_panic_message(), None, "a new run starts without one");
+}
+
 /// One table serves every opcode: each operation of the opcode list has its built-in handler, the host calls given
 /// join them, and host calls given again replace those before.
 #[test]

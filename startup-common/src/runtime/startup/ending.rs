@@ -11,7 +11,8 @@ use gpu_startup_protocol::abi::Control;
 
 impl<G: Gpu> Runtime<G> {
     /// The default panic handler. The first thread to panic in a run reports `panicked at FILE:LINE:COL: message`
-    /// with its coordinates on stderr; every panicking thread is counted (in [`Control::panicked_threads`]) and
+    /// with its coordinates on stderr, and the message alone to the host (`PANIC_MESSAGE`, for a `should_panic`
+    /// test's expected text); every panicking thread is counted (in [`Control::panicked_threads`]) and
     /// ends. Once the kernel ends, `_end` ends the program with [`PANIC_EXIT_CODE`] without running handlers, like a
     /// Rust program built with `panic = "abort"` but with Rust's exit code for a panic. (Threads that wait for a
     /// panicked one never end; the loader stops waiting for them soon after the first panic.)
@@ -43,14 +44,10 @@ impl<G: Gpu> Runtime<G> {
         G::end_thread()
     }
 
-    /// The panic message, with the thread's coordinates.
+    /// The panic message, with the thread's coordinates, and the message alone for the test runner.
     fn report_panic(&self, info: &core::panic::PanicInfo<'_>) {
         let (location, here) = (PanicLocation(info.location()), Coordinates(G::thread_ids()));
-        crate::libc::io::print(
-            &self.client,
-            crate::libc::io::Stream::Stderr,
-            format_args!("panicked at {location}: {} ({here})\n", info.message()),
-        );
+        crate::libc::io::report_panic(&self.client, location, info.message(), here);
     }
 
     /// Reports a pointer the heap refused (`call` names the function it was given to, as C or Rust spells it) on

@@ -51,6 +51,14 @@ fn divides_by_zero() {
 #[should_panic]
 fn forgets_to_panic() {}
 
+/// Prints the expected text, then panics with another message: libtest looks for the text in the panic's message
+/// alone, so this fails.
+#[gpu_startup::test(should_panic(expected = "divide by zero"))]
+fn prints_the_text_but_panics_with_another() {
+    gpu_startup::println!("attempt to divide by zero, this line says");
+    panic!("an unrelated panic");
+}
+
 #[gpu_startup::test]
 fn traps_after_printing() {
     gpu_startup::println!("the line before the trap");
@@ -83,6 +91,13 @@ mod warp {
 
     #[gpu_startup::test(threads = 32, timeout = 10)]
     fn upper_half_fails() {
+        let lane = thread::lane();
+        assert!(lane < 16, "lane {lane} is in the upper half");
+    }
+
+    /// Half a warp panics, each lane with a message of its own: the first panic's message is the one compared.
+    #[gpu_startup::test(threads = 32, timeout = 10, should_panic(expected = "is in the upper half"))]
+    fn upper_half_panics_with_its_message() {
         let lane = thread::lane();
         assert!(lane < 16, "lane {lane} is in the upper half");
     }
