@@ -16,7 +16,7 @@ pub struct TestCase {
     pub name: String,
     pub ignore: bool,
     pub should_panic: bool,
-    /// With `should_panic`: text the test's output must contain.
+    /// With `should_panic`: text the panic's message must contain.
     pub expected: Option<String>,
     /// Threads per block, if the test gives them.
     pub threads: Option<[u32; 3]>,
@@ -26,6 +26,17 @@ pub struct TestCase {
     pub timeout: Option<Duration>,
     /// The global that holds the test's trampoline; `_start` gets its address.
     pub entry_symbol: String,
+    /// Where the test is in its source, as libtest's `--list --format json` gives it.
+    pub source: SourceSpan,
+}
+
+/// Where a test function's name is in its source: the file as the compiler named it, and the 1-based line and
+/// column (in characters) where the name starts and just past where it ends.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SourceSpan {
+    pub path: String,
+    pub start: [u32; 2],
+    pub end: [u32; 2],
 }
 
 /// Whether `image`, with `tests` its table, is a test binary: it has tests, or no `main` of its own (the startup's
@@ -65,6 +76,7 @@ pub fn read(image: &Image) -> Result<Vec<TestCase>> {
             blocks: shape(spec.blocks),
             timeout: (spec.timeout_ms > 0).then(|| Duration::from_millis(spec.timeout_ms.into())),
             entry_symbol,
+            source: SourceSpan { path: spec.source.path.to_owned(), start: spec.source.start, end: spec.source.end },
         });
     }
     let described: HashSet<&str> = tests.iter().map(|test| test.entry_symbol.as_str()).collect();
@@ -84,7 +96,7 @@ pub fn read(image: &Image) -> Result<Vec<TestCase>> {
 mod tests {
     use std::path::Path;
 
-    use gpu_startup_protocol::test_table::TestSpec;
+    use gpu_startup_protocol::test_table::{HEADER_LEN, TestSpec};
 
     use super::*;
 
@@ -114,8 +126,13 @@ mod tests {
     #[test]
     fn tests_are_read_sorted_with_their_options() {
         let text = ptx(&[
-            ("b_1_1", encode::<{ 36 + 12 }>(TestSpec::new("c::m::warp_test").threads(32).timeout(5))),
-            ("a_2_1", encode::<{ 36 + 3 + 4 }>(TestSpec::new("c::ign").ignore().should_panic_with("boom"))),
+            ("b_1_1", encode::<{ HEADER_LEN + 12 }>(TestSpec::new("c::m::warp_test").threads(32).timeout(5))),
+            (
+                "a_2_1",
+                encode::<{ HEADER_LEN + 3 + 4 + 6 }>(
+                    TestSpec::new("c::ign").ignore().should_panic_with("boom").source("a/b.rs", 3, 4, 3, 7),
+                ),
+            ),
         ]);
         let tests = read_ptx(&text).unwrap();
         assert_eq!(tests.len(), 2);
@@ -130,6 +147,7 @@ mod tests {
                 blocks: None,
                 timeout: None,
                 entry_symbol: "__gpu_test_entry_a_2_1".into(),
+                source: SourceSpan { path: "a/b.rs".into(), start: [3, 4], end: [3, 7] },
             }
         );
         assert_eq!(tests[1].name, "m::warp_test");
@@ -144,21 +162,21 @@ mod tests {
 
     #[test]
     fn a_corrupt_table_is_refused_naming_the_global() {
-        let good = encode::<{ 36 + 1 }>(TestSpec::new("c::t"));
+        let good = encode::<{ HEADER_LEN + 1 }>(TestSpec::new("c::t"));
         let mut bad_version = good.clone();
         bad_version[0] = 7;
         let cases = [
             (ptx(&[("x", bad_version)]), "`__gpu_test_meta_x`: encoding version 7"),
-            (ptx(&[("x", good[..30].to_vec())]), "`__gpu_test_meta_x`: 30 bytes, fewer than the 36-byte header"),
+            (ptx(&[("x", good[..30].to_vec())]), "`__gpu_test_meta_x`: 30 bytes, fewer than the 52-byte header"),
             (ptx(&[("x", good.clone())]).replace("__gpu_test_entry_x", "other"), "has no entry global"),
             (
                 ptx(&[("x", good.clone())]).replace(".b8 __gpu_test_meta_x", ".b8 unrelated"),
                 "`__gpu_test_entry_x` has no metadata global `__gpu_test_meta_x`",
             ),
             (ptx(&[("x", good.clone()), ("y", good.clone())]), "two tests are named `t`"),
-            (ptx(&[("x", good.clone())]).replace("[37]", "[38]"), "is 38 bytes, but its initializer has 37"),
-            (ptx(&[("x", good.clone())]).replace("{1, ", "{256, "), "an initializer element that is not a byte"),
-            (ptx(&[("x", good.clone())]).replace(" = {1, 0", ";\n// = {1, 0"), "has no initializer"),
+            (ptx(&[("x", good.clone())]).replace("[53]", "[54]"), "is 54 bytes, but its initializer has 53"),
+            (ptx(&[("x", good.clone())]).replace("{2, ", "{256, "), "an initializer element that is not a byte"),
+            (ptx(&[("x", good.clone())]).replace(" = {2, 0", ";\n// = {2, 0"), "has no initializer"),
             (
                 ptx(&[("x", good.clone())]).replace(".b8 __gpu_test_meta_x", ".u32 __gpu_test_meta_x"),
                 "not a byte array",
@@ -175,12 +193,12 @@ mod tests {
     #[test]
     fn fifty_thousand_tests_are_listed() {
         const COUNT: usize = 50_000;
-        let template = encode::<{ 36 + 6 }>(TestSpec::new("c::t00000"));
+        let template = encode::<{ HEADER_LEN + 6 }>(TestSpec::new("c::t00000"));
         let table: Vec<(String, Vec<u8>)> = (0..COUNT)
             .rev()
             .map(|i| {
                 let mut bytes = template.clone();
-                bytes[36..].copy_from_slice(format!("t{i:05}").as_bytes());
+                bytes[HEADER_LEN..].copy_from_slice(format!("t{i:05}").as_bytes());
                 (format!("t{i}"), bytes)
             })
             .collect();
@@ -192,12 +210,12 @@ mod tests {
 
     #[test]
     fn a_name_with_a_line_break_is_refused_in_one_line() {
-        let good = encode::<{ 36 + 6 }>(TestSpec::new("c::listed"));
+        let good = encode::<{ HEADER_LEN + 6 }>(TestSpec::new("c::listed"));
         for (name, shown) in
             [("a\nb: t", "'\\n' at byte 1"), ("ab\rcde", "'\\r' at byte 2"), ("a\u{2028}bc", "'\\u{2028}'")]
         {
             let mut bytes = good.clone();
-            bytes[36..].copy_from_slice(name.as_bytes());
+            bytes[HEADER_LEN..].copy_from_slice(name.as_bytes());
             let error = read_ptx(&ptx(&[("x", bytes)])).unwrap_err().to_string();
             assert!(
                 error.starts_with("t.ptx: has a corrupt test table: `__gpu_test_meta_x`: its name holds "),
@@ -210,8 +228,8 @@ mod tests {
 
     #[test]
     fn initializers_may_span_lines_and_use_hex() {
-        let good = encode::<{ 36 + 1 }>(TestSpec::new("c::t"));
-        let text = ptx(&[("x", good)]).replacen("{1, 0, ", "{0x01,\n\t0x0,\n ", 1);
+        let good = encode::<{ HEADER_LEN + 1 }>(TestSpec::new("c::t"));
+        let text = ptx(&[("x", good)]).replacen("{2, 0, ", "{0x02,\n\t0x0,\n ", 1);
         assert_eq!(read_ptx(&text).unwrap()[0].name, "t");
     }
 }

@@ -42,6 +42,41 @@ fn the_list_comes_from_the_image_alone() {
     assert_eq!(test_binary(&["--list", "a", "s", "--skip", "sums"]).stdout, "adds: test\nnot_ready: test\n");
 }
 
+/// libtest's list in JSON, from the image alone: where each test is comes from the test table.
+#[test]
+fn the_json_list_is_libtests() {
+    let line = |name: &str, ignore: bool, [line, start, end]: [u32; 3]| {
+        format!(
+            "{{ \"type\": \"test\", \"event\": \"discovered\", \"name\": \"{name}\", \"ignore\": {ignore}, \
+             \"ignore_message\": \"\", \"source_path\": \"tests/min.rs\", \"start_line\": {line}, \"start_col\": \
+             {start}, \"end_line\": {line}, \"end_col\": {end} }}\n"
+        )
+    };
+    let list = |tests: &[String], ignored: usize| {
+        format!(
+            "{{ \"type\": \"suite\", \"event\": \"discovery\" }}\n{}{{ \"type\": \"suite\", \"event\": \
+             \"completed\", \"tests\": {count}, \"benchmarks\": 0, \"total\": {count}, \"ignored\": {ignored} }}\n",
+            tests.concat(),
+            count = tests.len()
+        )
+    };
+    let (adds, not_ready, sums) = ([4, 4, 8], [8, 4, 13], [13, 8, 12]);
+    // With `-Z unstable-options`, as libtest asks for (IDEs give it), or without, as libtest-mimic takes it.
+    for args in [&["-Z", "unstable-options", "--list", "--format", "json"][..], &["--format=json", "--list"]] {
+        let ran = test_binary(args);
+        assert_eq!((ran.code, ran.stderr.as_str()), (Some(0), ""), "{ran:#?}");
+        let all = [line("adds", false, adds), line("not_ready", true, not_ready), line("warp::sums", false, sums)];
+        assert_eq!(ran.stdout, list(&all, 1));
+    }
+    // The selection is libtest's: with `--ignored` only the ignored tests, none of them reported ignored.
+    let ran = test_binary(&["--list", "--format", "json", "--ignored"]);
+    assert_eq!(ran.stdout, list(&[line("not_ready", false, not_ready)], 0));
+    let ran = test_binary(&["--list", "--format", "json", "--include-ignored", "a", "--skip", "warp"]);
+    assert_eq!(ran.stdout, list(&[line("adds", false, adds), line("not_ready", false, not_ready)], 0));
+    let ran = test_binary(&["--list", "--format", "json", "nothing"]);
+    assert_eq!(ran.stdout, list(&[], 0));
+}
+
 /// `gpu-loader IMAGE --list | head -1`: the list goes to a pipe nobody reads, and the loader ends by SIGPIPE, as other
 /// commands do, never with a panic.
 #[test]
@@ -136,29 +171,34 @@ fn a_corrupt_test_table_is_refused_naming_the_global() {
     let dir = scratch("tests-corrupt-table");
     let cases = [
         (
-            "{1, 0, 4, 0",
+            "{2, 0, 4, 0",
             "{9, 0, 4, 0",
-            "`__gpu_test_meta_adds_3_1`: encoding version 9, but this loader reads version 1",
+            "`__gpu_test_meta_adds_3_1`: encoding version 9, but this loader reads version 2",
         ),
-        ("[40] = {1, 0, 4", "[40] = {1, 8, 4", "`__gpu_test_meta_adds_3_1`: unknown flags 0x08"),
+        ("[68] = {2, 0, 4", "[68] = {2, 8, 4", "`__gpu_test_meta_adds_3_1`: unknown flags 0x08"),
         ("__gpu_test_entry_sums_9_5 =", "other =", "`__gpu_test_meta_sums_9_5` has no entry global"),
         (
-            "_meta_not_ready_5_1[45]",
-            "_meta_not_ready_5_1[46]",
-            "global `__gpu_test_meta_not_ready_5_1` is 46 bytes, but its initializer has 45",
+            "_meta_not_ready_5_1[73]",
+            "_meta_not_ready_5_1[74]",
+            "global `__gpu_test_meta_not_ready_5_1` is 74 bytes, but its initializer has 73",
         ),
         (
-            "{1, 2, 10, 0, 4, 0, 0, 0, 32",
-            "{1, 2, 10, 0, 4, 0, 0, 0, 0",
+            "{2, 2, 10, 0, 4, 0, 12, 0, 32",
+            "{2, 2, 10, 0, 4, 0, 12, 0, 0",
             "`__gpu_test_meta_sums_9_5`: threads [0, 1, 1] mix zero and non-zero",
         ),
         (
-            "115, 98, 111, 111, 109}",
-            "115, 98, 111, 111, 255}",
+            "98, 111, 111, 109, 116",
+            "98, 111, 111, 255, 116",
             "`__gpu_test_meta_sums_9_5`: its expected panic text is not UTF-8",
         ),
+        ("46, 114, 115};", "46, 114, 255};", "`__gpu_test_meta_adds_3_1`: its source path is not UTF-8"),
         // `adds` as `a\ndd`: listed, it would read as two lines.
-        ("97, 100, 100, 115}", "97, 10, 100, 100}", "`__gpu_test_meta_adds_3_1`: its name holds '\\n' at byte 1"),
+        (
+            "97, 100, 100, 115, 116",
+            "97, 10, 100, 100, 116",
+            "`__gpu_test_meta_adds_3_1`: its name holds '\\n' at byte 1",
+        ),
     ];
     for (i, (from, to, problem)) in cases.into_iter().enumerate() {
         let text = tests_min();

@@ -60,6 +60,26 @@ impl LibtestArguments {
         (self.filters.is_empty() || self.filters.iter().any(matches)) && !self.arguments.skip.iter().any(matches)
     }
 
+    /// The options that select tests, as libtest takes them: for libtest itself to select the same tests.
+    pub fn selection_args(&self) -> Vec<String> {
+        let arguments = &self.arguments;
+        let mut args = Vec::new();
+        for (given, flag) in [
+            (arguments.exact, "--exact"),
+            (arguments.ignored, "--ignored"),
+            (arguments.include_ignored, "--include-ignored"),
+        ] {
+            if given {
+                args.push(flag.to_owned());
+            }
+        }
+        for skip in &arguments.skip {
+            args.extend(["--skip".to_owned(), skip.clone()]);
+        }
+        args.extend(self.filters.iter().cloned());
+        args
+    }
+
     /// libtest-mimic's arguments for a binary whose tests are `names`, with the selection resolved. With several
     /// filters, every test that none of them selects, or that a `--skip` drops, becomes an exact skip (and the
     /// filters go), so that libtest-mimic runs exactly the selected tests and counts the others as filtered out. One
@@ -139,6 +159,14 @@ mod tests {
             (arguments.filter.as_deref(), arguments.exact, &arguments.skip[..]),
             (Some("warp"), false, &["sums".to_owned()][..])
         );
+    }
+
+    #[test]
+    fn the_selection_is_handed_on_as_libtest_takes_it() {
+        let parsed = parse(&["warp", "--exact", "--nocapture", "--skip", "a", "sub", "--include-ignored"]).unwrap();
+        assert_eq!(parsed.selection_args(), ["--exact", "--include-ignored", "--skip", "a", "warp", "sub"]);
+        assert_eq!(parse(&["--ignored", "--list"]).unwrap().selection_args(), ["--ignored"]);
+        assert!(parse(&["--test-threads", "2"]).unwrap().selection_args().is_empty());
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! plays the parent: it asks the binary for its tests (a run with `--list`), and runs each test as a run of its own,
 //! one GPU thread, with `__RUST_TEST_INVOKE` set, in a child `gpu-loader`. libtest in that run calls the test and
 //! exits with its success code ([`TEST_PASSED_EXIT_CODE`]), or prints why it failed and aborts. A test that panics,
-//! traps, faults or times out fails alone. libtest-mimic takes libtest's options and prints libtest's report.
+//! traps, faults or times out fails alone. libtest-mimic takes libtest's options and prints libtest's report;
+//! `--list --format json` is libtest's own list, which a listing run prints.
 //!
 //! [`LIBTEST_MARKER`]: gpu_startup_protocol::abi::LIBTEST_MARKER
 
@@ -39,6 +40,21 @@ pub fn run(options: &RunOptions, device: Option<usize>, args: &[OsString]) -> i3
         Err(code) => return code,
     };
     let child = Child { options: options.clone(), device };
+    if parsed.lists_json() {
+        return match child.list_json(&parsed.selection_args()) {
+            Ok(list) => match std::io::stdout().lock().write_all(&list) {
+                Ok(()) => 0,
+                Err(error) => {
+                    eprintln!("gpu-loader: writing the list of tests failed: {error}");
+                    LOADER_ERROR_EXIT_CODE
+                }
+            },
+            Err(message) => {
+                eprintln!("gpu-loader: {}", message.replace('\n', "\\n"));
+                LOADER_ERROR_EXIT_CODE
+            }
+        };
+    }
     let (tests, ignored) = match child.list() {
         Ok(listed) => listed,
         Err(message) => {
@@ -80,8 +96,26 @@ impl Child {
 
     /// The tests that libtest's `--list --format terse` with `extra` names (`NAME: test` lines; benchmarks left out).
     fn listing(&self, extra: &[&str]) -> Result<Vec<String>, String> {
+        let stdout = self.listing_run(["--list", "--format", "terse"].iter().chain(extra).copied())?;
+        Ok(parse_listing(&String::from_utf8_lossy(&stdout)))
+    }
+
+    /// libtest's list in JSON of the tests that `selection` (libtest's options) selects, as libtest prints it (it
+    /// takes the format with `-Z unstable-options` only, and the binary's libtest is a nightly's).
+    fn list_json(&self, selection: &[String]) -> Result<Vec<u8>, String> {
+        self.listing_run(
+            ["-Z", "unstable-options", "--list", "--format", "json"]
+                .iter()
+                .copied()
+                .chain(selection.iter().map(String::as_str)),
+        )
+    }
+
+    /// What a run of the binary with libtest's listing options `args` printed on stdout; an error unless it
+    /// exited with 0.
+    fn listing_run<'a>(&self, args: impl IntoIterator<Item = &'a str>) -> Result<Vec<u8>, String> {
         let mut command = self.command(None);
-        command.args(["--list", "--format", "terse"]).args(extra);
+        command.args(args);
         let output =
             command.stdin(Stdio::null()).output().map_err(|error| format!("cannot run {command:?}: {error}"))?;
         if output.status.code() != Some(0) {
@@ -92,7 +126,7 @@ impl Child {
                 String::from_utf8_lossy(&output.stderr).trim_end()
             ));
         }
-        Ok(parse_listing(&String::from_utf8_lossy(&output.stdout)))
+        Ok(output.stdout)
     }
 
     /// Runs the test `name` in a run of its own: `Ok` when libtest reported it passed.

@@ -11,6 +11,7 @@
 
 pub mod arguments;
 pub mod child;
+pub mod discovery;
 pub mod libtest;
 pub mod pool;
 pub mod protocol;
@@ -66,6 +67,9 @@ pub fn run(
         Ok(parsed) => parsed,
         Err(code) => return code,
     };
+    if parsed.lists_json() {
+        return list_json(&parsed, &tests);
+    }
     let mut arguments = parsed.select(tests.iter().map(|test| test.name.as_str()));
     let runner = Arc::new(OnceLock::new());
     let trials: Vec<Trial> = tests.iter().map(|test| trial(test, options, &arguments, &runner)).collect();
@@ -110,6 +114,26 @@ pub fn run(
     // waiting for a test exits.
     drop(runner);
     if conclusion.has_failed() { TEST_FAILED_EXIT_CODE } else { 0 }
+}
+
+/// libtest's JSON list of the selected tests (`--list --format json`), from the image: with `--ignored` the ignored
+/// ones only, and, as libtest reports them, none ignored with `--ignored` or `--include-ignored`.
+fn list_json(parsed: &LibtestArguments, tests: &[TestCase]) -> i32 {
+    let arguments = &parsed.arguments;
+    let run_ignored = arguments.ignored || arguments.include_ignored;
+    let listed = tests.iter().filter(|test| parsed.selects(&test.name) && (!arguments.ignored || test.ignore));
+    let listed = listed.map(|test| discovery::Discovered {
+        name: &test.name,
+        ignore: test.ignore && !run_ignored,
+        source: &test.source,
+    });
+    match discovery::write_list(&mut std::io::stdout().lock(), listed) {
+        Ok(()) => 0,
+        Err(error) => {
+            eprintln!("gpu-loader: writing the list of tests failed: {error}");
+            LOADER_ERROR_EXIT_CODE
+        }
+    }
 }
 
 /// The GPU for a test that nextest runs in a test group: nextest runs each test in a process of its own, and numbers

@@ -112,6 +112,7 @@ mod tests {
             blocks: None,
             timeout: None,
             entry_symbol: "__gpu_test_entry_t".into(),
+            source: Default::default(),
         }
     }
 

@@ -9,10 +9,11 @@
 //!   function it holds instead of `main`.
 //! - `__gpu_test_meta_<id>`: the test's description as plain bytes ([`encode`]), in the image's initialized data
 //!   (PTX: `.visible .global .b8 NAME[N] = {...}`; cubin and AMD code object: the symbol's bytes), so that the
-//!   loader lists and filters tests from the image alone, on a machine without a GPU.
+//!   loader lists and filters tests from the image alone, on a machine without a GPU, and says where each is in the
+//!   source, as libtest's `--list --format json` does.
 //!
 //! The encoding is defined here once: [`TestSpec::encode`] is a `const fn` (the bytes are the static's
-//! initializer), [`decode`] reads them back on the host. Layout, version 1, little-endian:
+//! initializer), [`decode`] reads them back on the host. Layout, version 2, little-endian:
 //!
 //! | offset | size | field |
 //! |---|---|---|
@@ -20,12 +21,14 @@
 //! | 1 | 1 | flags: [`FLAG_IGNORE`], [`FLAG_SHOULD_PANIC`] |
 //! | 2 | 2 | name length `N` |
 //! | 4 | 2 | expected panic text length `E` |
-//! | 6 | 2 | zero |
+//! | 6 | 2 | source path length `P` |
 //! | 8 | 12 | threads per block, x y z (all 0: the runner's default) |
 //! | 20 | 12 | blocks, x y z (all 0: the runner's default) |
 //! | 32 | 4 | timeout in milliseconds (0: the runner's default) |
-//! | 36 | `N` | the test's name, UTF-8 |
-//! | 36 + `N` | `E` | the text a `should_panic` test's panic must contain, UTF-8 |
+//! | 36 | 16 | where the test function's name is in its source: start line, start column, end line, end column (1-based; columns count characters, the end's is just past the name), as libtest gives them |
+//! | 52 | `N` | the test's name, UTF-8 |
+//! | 52 + `N` | `E` | the text a `should_panic` test's panic message must contain, UTF-8 |
+//! | 52 + `N` + `E` | `P` | the source file's path as the compiler names it (relative to the workspace), UTF-8 |
 
 /// The prefix of every test-table global; the bitcode linker keeps globals with it visible.
 pub const PREFIX: &str = "__gpu_test_";
@@ -53,13 +56,24 @@ macro_rules! __gpu_test_meta_prefix {
 }
 
 /// The encoding's version, its first byte.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Flag: the test is ignored unless the runner is asked for ignored tests.
 pub const FLAG_IGNORE: u8 = 1;
 /// Flag: the test passes only if a thread panics.
 pub const FLAG_SHOULD_PANIC: u8 = 2;
 /// Bytes before the name.
-pub const HEADER_LEN: usize = 36;
+pub const HEADER_LEN: usize = 52;
+
+/// Where a test function's name is in its source, as libtest's `--list --format json` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceSpan<'a> {
+    /// The source file's path as the compiler names it: relative to the workspace the crate is built in.
+    pub path: &'a str,
+    /// 1-based line and column (in characters) of the name's first character.
+    pub start: [u32; 2],
+    /// 1-based line and column just past the name's last character.
+    pub end: [u32; 2],
+}
 
 /// A test's description: what `startup_common`'s `gpu_test!` registers and the loader reads back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,7 +83,7 @@ pub struct TestSpec<'a> {
     pub name: &'a str,
     pub ignore: bool,
     pub should_panic: bool,
-    /// With `should_panic`: text the panic's output must contain.
+    /// With `should_panic`: text the panic's message must contain.
     pub expected: Option<&'a str>,
     /// Threads per block; `[0; 3]`: the runner's default.
     pub threads: [u32; 3],
@@ -77,6 +91,8 @@ pub struct TestSpec<'a> {
     pub blocks: [u32; 3],
     /// Milliseconds; 0: the runner's default.
     pub timeout_ms: u32,
+    /// Where the test is in its source.
+    pub source: SourceSpan<'a>,
 }
 
 impl TestSpec<'static> {
@@ -91,6 +107,7 @@ impl TestSpec<'static> {
             threads: [0; 3],
             blocks: [0; 3],
             timeout_ms: 0,
+            source: SourceSpan { path: "", start: [0; 2], end: [0; 2] },
         }
     }
 }
@@ -108,7 +125,7 @@ impl<'a> TestSpec<'a> {
         self
     }
 
-    /// The test passes only if a thread panics and the panic's output contains `text`.
+    /// The test passes only if a thread panics and the panic's message contains `text`.
     pub const fn should_panic_with(mut self, text: &'a str) -> Self {
         self.should_panic = true;
         self.expected = Some(text);
@@ -152,9 +169,23 @@ impl<'a> TestSpec<'a> {
         self
     }
 
+    /// Where the test is: the function's name spans from `start_line`:`start_column` to just before
+    /// `end_line`:`end_column` of `path` (1-based, columns in characters).
+    pub const fn source(
+        mut self,
+        path: &'a str,
+        start_line: u32,
+        start_column: u32,
+        end_line: u32,
+        end_column: u32,
+    ) -> Self {
+        self.source = SourceSpan { path, start: [start_line, start_column], end: [end_line, end_column] };
+        self
+    }
+
     /// The length of [`encode`](Self::encode)'s output.
     pub const fn encoded_len(&self) -> usize {
-        HEADER_LEN + self.name.len() + expected_len(self)
+        HEADER_LEN + self.name.len() + expected_len(self) + self.source.path.len()
     }
 
     /// The bytes of the metadata global; `N` must be [`encoded_len`](Self::encoded_len).
@@ -162,6 +193,7 @@ impl<'a> TestSpec<'a> {
         assert!(N == self.encoded_len(), "N must be the spec's encoded length");
         assert!(self.name.len() <= u16::MAX as usize, "a test's name is at most 65535 bytes");
         assert!(expected_len(self) <= u16::MAX as usize, "the expected panic text is at most 65535 bytes");
+        assert!(self.source.path.len() <= u16::MAX as usize, "a test's source path is at most 65535 bytes");
         assert!(
             line_breaking_character(self.name).is_none(),
             "a test's name cannot hold a control character or a line break: it would forge lines of `--list`"
@@ -171,6 +203,7 @@ impl<'a> TestSpec<'a> {
         bytes[1] = if self.ignore { FLAG_IGNORE } else { 0 } | if self.should_panic { FLAG_SHOULD_PANIC } else { 0 };
         put_u16(&mut bytes, 2, self.name.len() as u16);
         put_u16(&mut bytes, 4, expected_len(self) as u16);
+        put_u16(&mut bytes, 6, self.source.path.len() as u16);
         let mut axis = 0;
         while axis < 3 {
             put_u32(&mut bytes, 8 + 4 * axis, self.threads[axis]);
@@ -178,10 +211,15 @@ impl<'a> TestSpec<'a> {
             axis += 1;
         }
         put_u32(&mut bytes, 32, self.timeout_ms);
+        put_u32(&mut bytes, 36, self.source.start[0]);
+        put_u32(&mut bytes, 40, self.source.start[1]);
+        put_u32(&mut bytes, 44, self.source.end[0]);
+        put_u32(&mut bytes, 48, self.source.end[1]);
         copy(&mut bytes, HEADER_LEN, self.name.as_bytes());
         if let Some(expected) = self.expected {
             copy(&mut bytes, HEADER_LEN + self.name.len(), expected.as_bytes());
         }
+        copy(&mut bytes, HEADER_LEN + self.name.len() + expected_len(self), self.source.path.as_bytes());
         bytes
     }
 }
@@ -271,9 +309,9 @@ pub enum DecodeError {
     Length { header_says: usize, actual: usize },
     /// Some but not all of a shape's counts are zero.
     Shape { what: &'static str, counts: [u32; 3] },
-    /// Expected panic text on a test that does not expect a panic, or reserved bytes that are not zero.
+    /// Expected panic text on a test that does not expect a panic.
     Inconsistent(&'static str),
-    /// The name or the expected text is not UTF-8.
+    /// The name, the expected text or the source path is not UTF-8.
     NotUtf8(&'static str),
     /// The name is empty.
     EmptyName,
@@ -319,11 +357,8 @@ pub fn decode(bytes: &[u8]) -> Result<TestSpec<'_>, DecodeError> {
     }
     let u16_at = |at: usize| usize::from(u16::from_le_bytes([bytes[at], bytes[at + 1]]));
     let u32_at = |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
-    let (name_len, expected_len) = (u16_at(2), u16_at(4));
-    if u16_at(6) != 0 {
-        return Err(DecodeError::Inconsistent("its reserved bytes are not zero"));
-    }
-    let header_says = HEADER_LEN + name_len + expected_len;
+    let (name_len, expected_len, path_len) = (u16_at(2), u16_at(4), u16_at(6));
+    let header_says = HEADER_LEN + name_len + expected_len + path_len;
     if bytes.len() != header_says {
         return Err(DecodeError::Length { header_says, actual: bytes.len() });
     }
@@ -348,13 +383,16 @@ pub fn decode(bytes: &[u8]) -> Result<TestSpec<'_>, DecodeError> {
     if let Some((at, character)) = line_breaking_character(name) {
         return Err(DecodeError::LineBreakInName { at, character });
     }
+    let expected_at = HEADER_LEN + name_len;
     let expected = match expected_len {
         0 => None,
         _ => Some(
-            core::str::from_utf8(&bytes[HEADER_LEN + name_len..])
+            core::str::from_utf8(&bytes[expected_at..expected_at + expected_len])
                 .map_err(|_| DecodeError::NotUtf8("expected panic text"))?,
         ),
     };
+    let path =
+        core::str::from_utf8(&bytes[expected_at + expected_len..]).map_err(|_| DecodeError::NotUtf8("source path"))?;
     Ok(TestSpec {
         name,
         ignore: flags & FLAG_IGNORE != 0,
@@ -363,6 +401,7 @@ pub fn decode(bytes: &[u8]) -> Result<TestSpec<'_>, DecodeError> {
         threads,
         blocks,
         timeout_ms: u32_at(32),
+        source: SourceSpan { path, start: [u32_at(36), u32_at(40)], end: [u32_at(44), u32_at(48)] },
     })
 }
 

@@ -41,13 +41,16 @@ impl<E: core::fmt::Debug> TestResult for Result<(), E> {
 /// Registers a test: `gpu_test!("ID", function)` or `gpu_test!("ID", function, option, ...)`, where `function` is a
 /// `fn()` or a `fn() -> Result<(), E: Debug>` in scope, `ID` makes the test's symbols unique in the binary, and each
 /// option is one of [`TestSpec`]'s builders: `ignore`, `should_panic`, `should_panic_with("text")`, `threads(n)`,
-/// `threads_xyz(x, y, z)`, `blocks(n)`, `blocks_xyz(x, y, z)`, `timeout(seconds)`, `timeout_ms(ms)`.
+/// `threads_xyz(x, y, z)`, `blocks(n)`, `blocks_xyz(x, y, z)`, `timeout(seconds)`, `timeout_ms(ms)`,
+/// `source(path, start_line, start_column, end_line, end_column)` (without it, the test is where the macro is).
 ///
 /// Programs write `#[gpu_startup::test]`, which checks the function and its options, picks the `ID` (the function's
 /// name and a hash of where it is) and expands to this:
 ///
 /// ```ignore
-/// startup_common::gpu_test!("warp_sum_is_496_c0ffee0123456789", warp_sum_is_496, threads(32), timeout(5));
+/// startup_common::gpu_test!(
+///     "warp_sum_is_496_c0ffee0123456789", warp_sum_is_496, threads(32), timeout(5), source("src/lib.rs", 8, 4, 8, 19)
+/// );
 /// ```
 ///
 /// The test's name is its module path without the crate, then the function (`tests::warp_sum_is_496`), as libtest
@@ -61,6 +64,7 @@ macro_rules! gpu_test {
         const _: () = {
             const SPEC: $crate::rust::test_table::TestSpec<'static> =
                 $crate::rust::test_table::TestSpec::new(concat!(module_path!(), "::", stringify!($function)))
+                    .source(file!(), line!(), column!(), line!(), column!())
                     $( .$option( $( $($argument),* )? ) )*;
             const LEN: usize = SPEC.encoded_len();
 

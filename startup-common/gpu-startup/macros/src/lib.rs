@@ -40,7 +40,13 @@ pub fn destructor(args: TokenStream, item: TokenStream) -> TokenStream {
 pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
     let span = proc_macro::Span::call_site();
     let site = test::Site { file: span.file(), line: span.line(), column: span.column() };
-    output(test::expand_test(args.into(), item.into(), &site))
+    // Where the function's name is, as libtest's `--list --format json` reports a test: the compiler's spans.
+    let locate = |name: &Ident| {
+        let span = name.span().unwrap();
+        let (start, end) = (span.start(), span.end());
+        test::Location { file: span.file(), start: [start.line(), start.column()], end: [end.line(), end.column()] }
+    };
+    output(test::expand_test(args.into(), item.into(), &site, &locate))
 }
 
 fn output(expansion: syn::Result<TokenStream2>) -> TokenStream {

@@ -26,6 +26,26 @@ pub(crate) struct Site {
     pub column: usize,
 }
 
+/// Where the test function's name is in its source: the file as the compiler names it, and the 1-based line and
+/// column (in characters) where the name starts and just past where it ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Location {
+    pub file: String,
+    pub start: [usize; 2],
+    pub end: [usize; 2],
+}
+
+impl Location {
+    /// The location as `gpu_test!` takes it: `TestSpec`'s `source` builder.
+    fn builder(&self) -> TokenStream2 {
+        let file = &self.file;
+        // A file of more than 4 billion lines is not compiled; the number only labels the test.
+        let [start_line, start_column, end_line, end_column] =
+            [self.start[0], self.start[1], self.end[0], self.end[1]].map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+        quote!(source(#file, #start_line, #start_column, #end_line, #end_column))
+    }
+}
+
 /// A test's options, from the attribute and from libtest's own `#[ignore]` and `#[should_panic]` on the function.
 #[derive(Default)]
 struct Options {
@@ -220,7 +240,13 @@ fn returns_unit_or_result(ty: &Type) -> bool {
     }
 }
 
-pub(crate) fn expand_test(args: TokenStream2, item: TokenStream2, site: &Site) -> syn::Result<TokenStream2> {
+/// The test that `item` is, with the options `args`, at `site`; `locate` says where a function's name is.
+pub(crate) fn expand_test(
+    args: TokenStream2,
+    item: TokenStream2,
+    site: &Site,
+    locate: &dyn Fn(&Ident) -> Location,
+) -> syn::Result<TokenStream2> {
     let mut options = Options::default();
     syn::parse::Parser::parse2(syn::meta::parser(|meta| options.parse(meta)), args)?;
     let mut function: ItemFn = parse_function(ATTRIBUTE, SIGNATURES, item)?;
@@ -246,7 +272,8 @@ pub(crate) fn expand_test(args: TokenStream2, item: TokenStream2, site: &Site) -
     }
     let name = &signature.ident;
     let id = LitStr::new(&symbol_id(name, site), Span::call_site());
-    let builders = options.builders();
+    let mut builders = options.builders();
+    builders.push(locate(name).builder());
     let private = quote! { ::gpu_startup::__private };
     Ok(quote! {
         #[cfg(test)]
@@ -299,7 +326,8 @@ mod tests {
     }
 
     fn expand(args: &str, item: &str) -> syn::Result<String> {
-        let tokens = expand_test(args.parse().unwrap(), item.parse().unwrap(), &site(1))?;
+        let locate = |name: &Ident| Location { file: format!("src/{name}.rs"), start: [7, 4], end: [7, 9] };
+        let tokens = expand_test(args.parse().unwrap(), item.parse().unwrap(), &site(1), &locate)?;
         Ok(tokens.to_string().split_whitespace().collect::<Vec<_>>().join(" "))
     }
 
@@ -312,7 +340,8 @@ mod tests {
         let expanded = expand("", "fn adds() { assert_eq!(1 + 1, 2); }").unwrap();
         assert!(expanded.starts_with("# [cfg (test)] fn adds ()"), "{expanded}");
         assert!(expanded.contains("# [cfg (test)] :: gpu_startup :: __private :: gpu_test ! (\"adds_"), "{expanded}");
-        assert!(expanded.ends_with("\" , adds) ;"), "{expanded}");
+        let source = "source (\"src/adds.rs\" , 7u32 , 4u32 , 7u32 , 9u32)";
+        assert!(expanded.ends_with(&format!("\" , adds , {source}) ;")), "{expanded}");
     }
 
     #[test]
@@ -328,8 +357,9 @@ mod tests {
         ] {
             assert!(expanded.contains(builder), "{builder} in {expanded}");
         }
-        assert!(expand("ignore, timeout = 5", "fn t() {}").unwrap().contains(", t , ignore , timeout_ms (5000u32))"));
-        assert!(expand("should_panic", "fn t() {}").unwrap().contains(", t , should_panic)"));
+        let expanded = expand("ignore, timeout = 5", "fn t() {}").unwrap();
+        assert!(expanded.contains(", t , ignore , timeout_ms (5000u32) , source (\"src/t.rs\""), "{expanded}");
+        assert!(expand("should_panic", "fn t() {}").unwrap().contains(", t , should_panic , source ("));
         assert!(expand("should_panic = \"x\"", "fn t() {}").unwrap().contains("should_panic_with (\"x\")"));
     }
 
@@ -337,7 +367,7 @@ mod tests {
     fn libtests_own_attributes_are_taken_off_the_function() {
         let expanded = expand("", "#[ignore] #[should_panic(expected = \"boom\")] #[inline] fn t() {}").unwrap();
         assert!(expanded.starts_with("# [cfg (test)] # [inline] fn t ()"), "{expanded}");
-        assert!(expanded.contains(", t , ignore , should_panic_with (\"boom\"))"), "{expanded}");
+        assert!(expanded.contains(", t , ignore , should_panic_with (\"boom\") , source ("), "{expanded}");
         assert!(expand("", "#[should_panic = \"x\"] fn t() {}").unwrap().contains("should_panic_with (\"x\")"));
     }
 

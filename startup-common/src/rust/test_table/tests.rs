@@ -17,3 +17,4 @@ fn fallible() -> Result<(), &'static str> {
 crate::gpu_test!("plain_1", plain);
 crate::gpu_test!("plain_2", plain, threads(32), blocks_xyz(2, 2, 1), timeout(5), ignore);
 crate::gpu_test!("fallible_1", fallible, should_panic_with("boom"), timeout_ms(250),);
+crate::gpu_test!("located_1", plain, source("src/lib.rs", 3, 4, 3, 9));
