@@ -105,15 +105,7 @@ impl Config {
             &name,
             "`memcpy`, `memcmp` and `strlen` for the GPU",
         )?;
-        for flag in ["json-target-spec", "panic-abort-tests"] {
-            match unstable.get(flag) {
-                None => {
-                    unstable.insert(flag, Item::Value(true.into()));
-                }
-                Some(item) if item.as_bool() == Some(true) => {}
-                Some(item) => return Err(conflict(&format!("unstable.{flag}"), item_text(item), "true")),
-            }
-        }
+        require_flags(unstable, &conflict)?;
 
         let targets = table(document.as_table_mut(), "target", &name, "")?;
         targets.set_implicit(true);
@@ -196,17 +188,7 @@ impl Config {
                 ));
             }
         }
-        // `panic-abort-tests`: libtest then runs each test in a process of its own (which the loader plays), where
-        // without it libtest runs the tests on threads of its one process, and the GPU has no threads to start.
-        for flag in ["json-target-spec", "panic-abort-tests"] {
-            match unstable.get(flag) {
-                None => {
-                    unstable.insert(flag, Item::Value(true.into()));
-                }
-                Some(item) if item.as_bool() == Some(true) => {}
-                Some(item) => return Err(conflict(&format!("unstable.{flag}"), item_text(item), "true")),
-            }
-        }
+        require_flags(unstable, &conflict)?;
 
         let targets = table(document.as_table_mut(), "target", &name, "")?;
         targets.set_implicit(true);
@@ -335,6 +317,22 @@ fn table<'a>(parent: &'a mut Table, key: &str, name: &str, comment: &str) -> Res
 }
 
 /// Makes `key` (a list of strings) hold `required`.
+/// The nightly cargo flags every GPU build turns on: targets given as JSON files, and `panic-abort-tests`, with
+/// which libtest runs each test in a process of its own (which the loader plays), where without it libtest runs the
+/// tests on threads of its one process, and the GPU has no threads to start. `conflict` words a flag set otherwise.
+fn require_flags(unstable: &mut Table, conflict: &dyn Fn(&str, String, &str) -> anyhow::Error) -> Result<()> {
+    for flag in ["json-target-spec", "panic-abort-tests"] {
+        match unstable.get(flag) {
+            None => {
+                unstable.insert(flag, Item::Value(true.into()));
+            }
+            Some(item) if item.as_bool() == Some(true) => {}
+            Some(item) => return Err(conflict(&format!("unstable.{flag}"), item_text(item), "true")),
+        }
+    }
+    Ok(())
+}
+
 fn require_in_list(table: &mut Table, key: &str, required: &str, name: &str, why: &str) -> Result<()> {
     let item = table.entry(key).or_insert(Item::Value(Value::Array(Array::new())));
     let Some(list) = item.as_array_mut() else {
