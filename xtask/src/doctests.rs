@@ -24,6 +24,19 @@ pub struct Doctest {
     pub should_panic: bool,
 }
 
+impl Doctest {
+    /// The suite's expectation for its program: exit 0 with nothing on stderr, or Rust's panic code for a
+    /// `should_panic` example. `what` names the crate in the comment.
+    pub fn expectation(&self, what: &str) -> String {
+        let folder = &self.folder;
+        if self.should_panic {
+            format!("# The `should_panic` doc example {folder} of {what}: it panics.\nexit-code = 101\n")
+        } else {
+            format!("# The doc example {folder} of {what}: it passes.\nexit-code = 0\nstderr = \"\"\n")
+        }
+    }
+}
+
 /// Builds the doc examples of the crate in `crate_dir` with `cargo` (which runs `cargo ARGS` there), keeping them in
 /// `kept`; returns those that rustdoc runs (`no_run` ones are left out), checked statically.
 pub fn build(cargo: &dyn Fn(&[&str]) -> Result<Output>, crate_dir: &Path, kept: &Path) -> Result<Vec<Doctest>> {
@@ -72,8 +85,8 @@ pub fn build(cargo: &dyn Fn(&[&str]) -> Result<Output>, crate_dir: &Path, kept: 
     Ok(doctests)
 }
 
-/// Copies `doctests` out as `NAME-doc-FOLDER` with their expectations: exit 0 with nothing on stderr, or Rust's panic
-/// code for a `should_panic` example. `what` names the crate in the expectations' comments.
+/// Copies `doctests` out as `NAME-doc-FOLDER` with their [expectations](Doctest::expectation), `what` naming the
+/// crate in their comments.
 pub fn copy_out_all(doctests: &[Doctest], name: &str, what: &str) -> Result<Vec<BuiltImage>> {
     // The examples of an earlier build go: one that moved or went would otherwise stay in the bundle.
     let dir = crate::out_of_tree::out_dir(&NVPTX);
@@ -88,13 +101,8 @@ pub fn copy_out_all(doctests: &[Doctest], name: &str, what: &str) -> Result<Vec<
     doctests
         .iter()
         .map(|doctest| {
-            let folder = &doctest.folder;
-            let expectation = if doctest.should_panic {
-                format!("# The `should_panic` doc example {folder} of {what}: it panics.\nexit-code = 101\n")
-            } else {
-                format!("# The doc example {folder} of {what}: it passes.\nexit-code = 0\nstderr = \"\"\n")
-            };
-            copy_out(&NVPTX, &doctest.image, &format!("{name}-doc-{folder}"), &vec![(None, expectation)])
+            let expectation = doctest.expectation(what);
+            copy_out(&NVPTX, &doctest.image, &format!("{name}-doc-{}", doctest.folder), &vec![(None, expectation)])
         })
         .collect()
 }

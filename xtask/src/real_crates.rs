@@ -166,10 +166,8 @@ fn check_crate(
         real.doc_examples
     );
     for doctest in &doctests {
-        let folder = &doctest.folder;
-        let expected = if doctest.should_panic { "exit-code = 101\n" } else { "exit-code = 0\nstderr = \"\"\n" };
-        let expectation = format!("# The doc example {folder} of {prefix}, from the registry.\n{expected}");
-        images.push(copy_to(&doctest.image, &format!("{}-doc-{folder}", real.name), &expectation)?);
+        let expectation = doctest.expectation(&format!("{prefix}, from the registry"));
+        images.push(copy_to(&doctest.image, &format!("{}-doc-{}", real.name, doctest.folder), &expectation)?);
     }
 
     if gpus.nvidia {
