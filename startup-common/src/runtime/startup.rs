@@ -101,14 +101,23 @@ impl<G: Gpu> Runtime<G> {
     }
 
     /// `__emutls_get_address` for the calling GPU thread: its copy of `control`'s thread-local
-    /// ([`std_os::ThreadLocals`](crate::runtime::std_os::ThreadLocals)).
+    /// ([`std_os::ThreadLocals`](crate::runtime::std_os::ThreadLocals)). When the heap has no room for it the
+    /// program ends as [`Runtime::fatal`] does: the code `lower-emutls` makes uses the address unchecked, so null
+    /// would be a fault with no word of why.
     ///
     /// # Safety
     /// `control` must be a control variable that LLVM's `lower-emutls` made.
     pub unsafe fn thread_local(&self, control: &crate::runtime::std_os::EmutlsControl) -> *mut u8 {
         let (thread, threads) = crate::runtime::std_os::thread_in_grid::<G>();
         // SAFETY: the caller's control variable, and the calling thread's own index.
-        unsafe { self.thread_locals.address(&self.heap, control, thread, threads) }
+        let copy = unsafe { self.thread_locals.address(&self.heap, control, thread, threads) };
+        if copy.is_null() {
+            self.fatal(format_args!(
+                "no room in the device heap for a thread-local of {} bytes (give it more with --heap-size)",
+                control.size
+            ));
+        }
+        copy
     }
 
     /// The body of `_begin`, run by exactly one thread before any other kernel of the program.

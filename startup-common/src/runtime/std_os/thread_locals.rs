@@ -49,8 +49,7 @@ impl ThreadLocals {
     }
 
     /// `__emutls_get_address`: the copy of `control`'s thread-local that belongs to thread `thread` of a grid of
-    /// `threads`, made from its initial value at the thread's first use. Null when the heap has no room for it, which
-    /// std then reports as an allocation failure.
+    /// `threads`, made from its initial value at the thread's first use. Null when the heap has no room for it.
     ///
     /// # Safety
     /// `control` must be a control variable `lower-emutls` made, and `thread` the calling thread's own index: a
