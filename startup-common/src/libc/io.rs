@@ -157,6 +157,9 @@ fn host_thread_number() -> u64 {
 
 /// Sends one chunk and waits for the host to take it, so chunks and messages keep the thread's order. Output to a
 /// stream (or a panic message) before the channel is set up is dropped; to a file it is [`errno::ENOSYS`].
+// Out of line: every print, panic and file write sends through it, and a copy inlined in each costs far more
+// code than the call.
+#[inline(never)]
 fn send_chunk<G: Gpu>(client: &Client<G>, sink: Sink, head: WriteHead, bytes: &[u8]) -> Result<(), c_int> {
     if !client.is_ready() {
         return match sink {
@@ -164,23 +167,27 @@ fn send_chunk<G: Gpu>(client: &Client<G>, sink: Sink, head: WriteHead, bytes: &[
             Sink::Output(Destination::File(_)) => Err(errno::ENOSYS),
         };
     }
-    let mut error = 0;
-    match sink {
-        Sink::Output(Destination::Stream(_)) | Sink::PanicMessage => {
-            let opcode = if sink == Sink::PanicMessage { opcode::PANIC_MESSAGE } else { opcode::WRITE };
-            let mut port = client.open(opcode);
-            port.send_n_with(head.encode(), bytes);
-            port.recv(|_| {});
-            port.close();
-        }
+    // One open, stream and close for both kinds of message: each spelled out is a copy of the RPC client's code.
+    let (opcode, head, head_words) = match sink {
+        Sink::Output(Destination::Stream(_)) => (opcode::WRITE, with_spare_word(head.encode()), 2),
+        Sink::PanicMessage => (opcode::PANIC_MESSAGE, with_spare_word(head.encode()), 2),
         Sink::Output(Destination::File(handle)) => {
-            let mut port = client.open(opcode::FILE_WRITE);
-            port.send_n_with(FileWriteHead { handle, write: head }.encode(), bytes);
-            port.recv(|packet| error = FileWriteReply::decode(packet.get_words()).error);
-            port.close();
+            (opcode::FILE_WRITE, FileWriteHead { handle, write: head }.encode(), 3)
         }
-    }
+    };
+    let mut port = client.open(opcode);
+    port.send_stream(&head[..head_words], bytes);
+    let mut reply = [0; 1];
+    port.recv(|packet| reply = packet.get_words());
+    port.close();
+    // A stream's reply is empty: only a file's carries an error number.
+    let error = if opcode == opcode::FILE_WRITE { FileWriteReply::decode(reply).error } else { 0 };
     if error == 0 { Ok(()) } else { Err(error as c_int) }
+}
+
+/// A two-word head in the room of a three-word one.
+fn with_spare_word([first, second]: [u64; 2]) -> [u64; 3] {
+    [first, second, 0]
 }
 
 /// A thread's buffer for one message: full buffers go out as chunks marked [`WriteHead::MORE`], [`Chunks::finish`]

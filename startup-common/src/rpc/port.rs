@@ -156,19 +156,26 @@ impl<G: Gpu> Port<'_, G> {
     /// Like [`Port::send_n`], with `H` head words (at most 6) carried in the first packet after the length.
     pub fn send_n_with<const H: usize>(&mut self, head: [u64; H], data: &[u8]) {
         const { assert!(H < PACKET_WORDS - 1, "at most 6 head words") };
+        self.send_stream(&head, data)
+    }
+
+    /// [`Port::send_n_with`] with the head as a slice (at most 6 words): one copy of the packet loops, however many
+    /// head lengths a program's messages use (a copy per length was most of an image's size).
+    pub fn send_stream(&mut self, head: &[u64], data: &[u8]) {
+        let head = &head[..head.len().min(PACKET_WORDS - 2)];
         let len = data.len();
         self.send(|packet| {
             packet.set(0, len as u64);
             for (word, value) in head.iter().enumerate() {
                 packet.set(1 + word, *value);
             }
-            for word in 0..PACKET_WORDS - 1 - H {
+            for word in 0..PACKET_WORDS - 1 - head.len() {
                 if word * 8 < len {
-                    packet.set(1 + H + word, gather_word(data, word * 8));
+                    packet.set(1 + head.len() + word, gather_word(data, word * 8));
                 }
             }
         });
-        let mut offset = first_packet_bytes(H);
+        let mut offset = first_packet_bytes(head.len());
         while G::ballot(self.mask, offset < len) != 0 {
             self.send(|packet| {
                 for word in 0..PACKET_WORDS {
