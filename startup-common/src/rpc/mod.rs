@@ -122,6 +122,16 @@ impl Region {
     }
 }
 
+/// `index` as a word of a packet: below [`PACKET_WORDS`] (a power of two), whatever it is. Every caller's index is
+/// one already; the mask keeps the packet's words in its buffer without an assertion, whose panic would link the
+/// panic machinery into every image that prints.
+#[inline(always)]
+fn word_in_packet(index: usize) -> usize {
+    debug_assert!(index < PACKET_WORDS);
+    const { assert!(PACKET_WORDS.is_power_of_two()) };
+    index & (PACKET_WORDS - 1)
+}
+
 /// One lane's packet buffer in a port: [`PACKET_WORDS`] words. Only the side that owns the port touches it.
 #[derive(Clone, Copy)]
 pub struct Packet<'a> {
@@ -133,18 +143,16 @@ impl Packet<'_> {
     /// Word `index` (below [`PACKET_WORDS`]).
     #[inline(always)]
     pub fn get(&self, index: usize) -> u64 {
-        assert!(index < PACKET_WORDS);
         self.region
-            .word(self.first + index * self.region.layout.lane_size() as usize)
+            .word(self.first + word_in_packet(index) * self.region.layout.lane_size() as usize)
             .load(core::sync::atomic::Ordering::Relaxed)
     }
 
     /// Sets word `index` (below [`PACKET_WORDS`]).
     #[inline(always)]
     pub fn set(&self, index: usize, value: u64) {
-        assert!(index < PACKET_WORDS);
         self.region
-            .word(self.first + index * self.region.layout.lane_size() as usize)
+            .word(self.first + word_in_packet(index) * self.region.layout.lane_size() as usize)
             .store(value, core::sync::atomic::Ordering::Relaxed)
     }
 

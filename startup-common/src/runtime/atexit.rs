@@ -67,9 +67,12 @@ impl<const N: usize> Handlers<N> {
     /// Takes the latest handler.
     fn pop(&mut self) -> Option<Handler> {
         self.len = self.len.checked_sub(1)?;
+        // `get`, not indexing: `push` keeps `len` within the slots, and an index's bounds check would link the whole
+        // panic machinery into every program through `_end`.
+        let slot = self.slots.get(self.len)?;
         // SAFETY: every slot below the old `len` was written by `push` (a `Handler` is `Copy`: reading it out leaves
         // nothing to drop twice).
-        Some(unsafe { self.slots[self.len].assume_init_read() })
+        Some(unsafe { slot.assume_init_read() })
     }
 
     /// Adds `handler` after the others.
