@@ -138,6 +138,31 @@ pub fn check_images(images: &[BuiltImage]) -> Result<()> {
     Ok(())
 }
 
+/// PTX size budgets of release images, in bytes (1 KB = 1,000): the driver compiles every byte at a fresh image's
+/// first run, so what the runtime links into a program that uses little of it is time on every edit–test loop.
+/// A program that does nothing gets the three kernels and nothing of printing or panicking.
+const PTX_SIZE_BUDGETS: &[(&str, u64)] = &[("empty", 45_000)];
+
+/// Fails when a release PTX image of [`PTX_SIZE_BUDGETS`] is over its budget, naming the image, its size and the
+/// budget; prints the sizes checked.
+pub fn check_size_budgets(images: &[BuiltImage]) -> Result<()> {
+    for built in images.iter().filter(|built| built.target.produces(ImageKind::Ptx)) {
+        let Some(&(_, budget)) = PTX_SIZE_BUDGETS.iter().find(|(program, _)| *program == built.program) else {
+            continue;
+        };
+        let bytes = std::fs::metadata(&built.path)?.len();
+        if bytes > budget {
+            bail!(
+                "{}: {bytes} bytes of PTX, over its budget of {budget}: something the runtime links in is reachable \
+                 from the kernels (a panic, a print) where it was not before",
+                built.path.display()
+            );
+        }
+        println!("xtask: {}: {bytes} bytes of PTX, within its budget of {budget}", built.path.display());
+    }
+    Ok(())
+}
+
 /// Whether the NVIDIA startup built for `arch` (`sm_90`, `sm_90a`, ...) launches early: sm_90 and later have
 /// programmatic dependent launch.
 fn arch_launches_early(arch: &str) -> bool {
@@ -178,6 +203,21 @@ mod tests {
             error.contains("unmarked.ptx: is built for sm_90 but does not define the startup's early-launch marker"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn an_image_over_its_size_budget_fails_the_check() {
+        let dir = std::env::temp_dir().join(format!("xtask-budget-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let built = |program: &str, bytes: usize| {
+            let path = dir.join(format!("{program}.ptx"));
+            std::fs::write(&path, vec![b' '; bytes]).unwrap();
+            BuiltImage { program: program.into(), target: &NVPTX, arch: "sm_90".into(), path }
+        };
+        check_size_budgets(&[built("empty", 45_000), built("hello", 10_000_000)]).unwrap();
+        let error = check_size_budgets(&[built("empty", 45_001)]).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(error.contains("empty.ptx: 45001 bytes of PTX, over its budget of 45000"), "{error}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use xshell::{Shell, cmd};
 
 use crate::build::{self, BuildOptions};
 use crate::gpus::Gpus;
-use crate::image::check_images;
+use crate::image::{check_images, check_size_budgets};
 
 /// Builds the release host binaries the suite runs: `gpu-loader` and `gpu-suite` (and `gpu-test-loader`, which the
 /// suite finds next to `gpu-loader`, and `gpu-bench`).
@@ -116,6 +116,7 @@ pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
         },
     )?;
     check_images(&images)?;
+    check_size_budgets(&images)?;
     if !options.gpu_only {
         host_tests(sh)?;
         crate::out_of_tree::check(sh, gpus)?;

@@ -114,6 +114,9 @@ fn expand_main(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStrea
         #[doc(hidden)]
         #[cfg(not(test))]
         #[unsafe(export_name = "main")]
+        // `_start` calls it once per thread; inlined there, it would be in the image twice, as the loader needs the
+        // exported `main` kept.
+        #[inline(never)]
         extern "C" fn __gpu_startup_main(
             _argc: #private::c_int,
             _argv: *mut *mut #private::c_char,
@@ -294,7 +297,7 @@ mod tests {
         assert!(expanded.starts_with("# [cfg_attr (test , allow (dead_code))] fn main () -> i32 { 3 }"), "{expanded}");
         assert!(
             expanded.contains(
-                "# [cfg (not (test))] # [unsafe (export_name = \"main\")] extern \"C\" fn __gpu_startup_main"
+                "# [cfg (not (test))] # [unsafe (export_name = \"main\")] # [inline (never)] extern \"C\" fn __gpu_startup_main"
             ),
             "{expanded}"
         );
