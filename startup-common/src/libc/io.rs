@@ -84,7 +84,9 @@ pub fn print<G: Gpu>(client: &Client<G>, stream: Stream, args: fmt::Arguments<'_
 
 /// Formats `args` and writes the result to `destination` as one message, streamed in chunks of [`PRINT_BUFFER`]
 /// bytes; the error number the host returned for a file. A formatting error (from a user's `Display`) still sends
-/// what was formatted before it, and is not an error here.
+/// what was formatted before it, and is not an error here. Out of line: a program prints from many places, and each
+/// would otherwise get its own copy of the buffer's code.
+#[inline(never)]
 pub fn print_to<G: Gpu>(client: &Client<G>, destination: Destination, args: fmt::Arguments<'_>) -> Result<(), c_int> {
     if let Some(text) = args.as_str() {
         return write_to(client, destination, text.as_bytes());
