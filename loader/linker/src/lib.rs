@@ -278,7 +278,7 @@ impl LinkRequest {
         let optimized = work.join("optimized.bc");
         let mut opt = tools.command("opt");
         opt.arg(format!("--internalize-public-api-list={}", keep.join(",")))
-            .arg(format!("-passes=internalize,globaldce,default<O{}>", self.opt_level))
+            .arg(format!("-passes=internalize,globaldce,default<O{}>,mergefunc,globaldce", self.opt_level))
             .arg(&linked)
             .arg("-o")
             .arg(&optimized);
