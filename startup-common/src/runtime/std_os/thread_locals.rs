@@ -130,38 +130,56 @@ impl ThreadLocals {
 
     /// Where thread `thread`'s table pointer lives; `None` when the heap has no room for the tables. The tables are
     /// made at the first call of a run, and made anew, empty, for a kernel with more threads than they hold: the
-    /// threads of `_begin` and `_start` are not the same threads.
+    /// threads of `_begin` and `_start` are not the same threads. One thread makes them while the others wait: every
+    /// thread of a large grid making its own (a block of 8 bytes per thread of the grid, of which one is kept) took
+    /// the heap's whole page allocator, under its lock, and more memory than the heap has.
     fn table_slot<G: Gpu>(&self, heap: &Heap<G>, thread: u64, threads: u64) -> Option<&AtomicPtr<Table>> {
         if thread >= threads {
             return None;
         }
+        // The section runs inside the loop, as in the atexit registry: the lanes of an AMD wavefront that wait spin
+        // in lockstep with the one that makes the tables.
         loop {
             let tables = self.tables.load(Ordering::Acquire);
+            if tables == MAKING {
+                G::sleep_briefly();
+                continue;
+            }
             // SAFETY: published tables are a heap block of this run: a `Tables` header and its `count` pointers.
             let count = if tables.is_null() { 0 } else { unsafe { (*tables).count } };
             if threads <= count as u64 {
                 // SAFETY: `thread` is below `threads`, which is at most the tables' count.
                 return Some(unsafe { &*tables.add(1).cast::<AtomicPtr<Table>>().add(thread as usize) });
             }
-            let count = usize::try_from(threads).ok()?;
-            let bytes = count.checked_mul(size_of::<AtomicPtr<Table>>())?.checked_add(size_of::<Tables>())?;
-            let new = heap.allocate(bytes, align_of::<Tables>()).cast::<Tables>();
-            if new.is_null() {
-                return None;
+            if self.tables.compare_exchange(tables, MAKING, Ordering::Acquire, Ordering::Relaxed).is_err() {
+                continue;
             }
-            // SAFETY: `new` has room for the header and `count` pointers, which null starts.
-            unsafe {
-                new.write(Tables { count });
-                new.add(1).cast::<AtomicPtr<Table>>().write_bytes(0, count);
-            }
-            if self.tables.compare_exchange(tables, new, Ordering::AcqRel, Ordering::Acquire).is_err() {
-                // Another thread of the kernel published its tables first: they are the ones.
-                // SAFETY: `new` was never shared.
-                let _ = unsafe { heap.deallocate(new.cast()) };
-            }
+            let made = Self::make_tables(heap, threads);
+            // Null when there was no room: the next thread to look tries again.
+            self.tables.store(made.unwrap_or(tables), Ordering::Release);
+            made?;
         }
     }
+
+    /// Tables for `threads` threads, every pointer null; `None` when the heap has no room.
+    fn make_tables<G: Gpu>(heap: &Heap<G>, threads: u64) -> Option<*mut Tables> {
+        let count = usize::try_from(threads).ok()?;
+        let bytes = count.checked_mul(size_of::<AtomicPtr<Table>>())?.checked_add(size_of::<Tables>())?;
+        let new = heap.allocate(bytes, align_of::<Tables>()).cast::<Tables>();
+        if new.is_null() {
+            return None;
+        }
+        // SAFETY: `new` has room for the header and `count` pointers, which null starts.
+        unsafe {
+            new.write(Tables { count });
+            new.add(1).cast::<AtomicPtr<Table>>().write_bytes(0, count);
+        }
+        Some(new)
+    }
 }
+
+/// [`ThreadLocals::tables`] while one thread makes them: never a heap block's address (blocks are aligned to 16).
+const MAKING: *mut Tables = core::ptr::without_provenance_mut(1);
 
 /// The header of a run's tables: how many threads' table pointers follow it.
 #[repr(C)]
@@ -215,6 +233,27 @@ mod tests {
             assert_eq!(*wider, 0x1234_5678);
             assert_ne!(locals.address(&heap, &control, 0, 8).cast::<u64>(), mine);
         }
+    }
+
+    #[test]
+    fn one_thread_makes_the_tables_of_a_grid_whose_tables_fit_the_heap_once() {
+        // A 4 MiB heap; the tables of 400,000 threads take 3.2 MB: room for one set, not for one per thread that
+        // asks first.
+        let (_pool, heap) = heap();
+        let locals = ThreadLocals::new();
+        let control = EmutlsControl { size: 8, align: 8, index: AtomicUsize::new(0), initial: core::ptr::null() };
+        let threads = 400_000;
+        let copies: Vec<usize> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..32u64)
+                .map(|worker| {
+                    let (heap, locals, control) = (&heap, &locals, &control);
+                    // SAFETY: each host thread plays its own GPU thread of the grid.
+                    scope.spawn(move || unsafe { locals.address(heap, control, worker * 12_345, threads) } as usize)
+                })
+                .collect();
+            workers.into_iter().map(|worker| worker.join().unwrap()).collect()
+        });
+        assert!(copies.iter().all(|&copy| copy != 0), "every thread got its copy: {copies:?}");
     }
 
     #[test]
