@@ -121,9 +121,12 @@ fn realtime_offset<G: Gpu>(client: &Client<G>) -> Result<i64, c_int> {
     // The host read its clock between the two reads of the GPU's: its middle is the best guess of when.
     let middle = before + (after - before) / 2;
     let offset = RealtimeReply::decode(words).nanoseconds.wrapping_sub(middle as i64);
-    // Threads that measure at once store their own, each as good; i64::MIN itself would only be measured again.
-    REALTIME_OFFSET.store(offset, Ordering::Relaxed);
-    Ok(offset)
+    // The first measurement stays: a thread that read the clock with one offset and then with another would see
+    // real time move by their difference (microseconds), even backwards. i64::MIN itself would be measured again.
+    match REALTIME_OFFSET.compare_exchange(i64::MIN, offset, Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => Ok(offset),
+        Err(first) => Ok(first),
+    }
 }
 
 /// `sys_usleep`: `microseconds` pass on the GPU's clock, the thread pausing between reads.
