@@ -11,7 +11,8 @@ use crate::libc::heap::Heap;
 pub struct EmutlsControl {
     pub size: usize,
     pub align: usize,
-    /// The thread-local's index among the program's, 1 and up, given at its first use; 0 before.
+    /// The thread-local's index among the program's, 1 and up, given at its first use; 0 before, and `GIVING`
+    /// while a thread gives it.
     pub index: AtomicUsize,
     /// Its initial value, `size` bytes; null: zeros.
     pub initial: *const u8,
@@ -61,7 +62,7 @@ impl ThreadLocals {
         thread: u64,
         threads: u64,
     ) -> *mut u8 {
-        let index = self.index_of(control);
+        let index = self.index_of::<G>(control);
         let Some(table_slot) = self.table_slot(heap, thread, threads) else { return core::ptr::null_mut() };
         let mut table = table_slot.load(Ordering::Relaxed);
         // SAFETY: a table is only ever the calling thread's, a block of the heap with `capacity` pointers after its
@@ -114,17 +115,24 @@ impl ThreadLocals {
         copy
     }
 
-    /// The thread-local's index, given at its first use by any thread.
-    fn index_of(&self, control: &EmutlsControl) -> usize {
-        let index = control.index.load(Ordering::Acquire);
-        if index != 0 {
-            return index;
-        }
-        let new = self.indices_given.fetch_add(1, Ordering::Relaxed) + 1;
-        match control.index.compare_exchange(0, new, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => new,
-            // Another thread gave it one first (`new` stays unused).
-            Err(given) => given,
+    /// The thread-local's index, given at its first use by any thread. One thread gives it while the others wait,
+    /// so indices stay dense (1 to the number of thread-locals used): every thread of a grid that drew a number for
+    /// a thread-local it found without one used them up by the thousand, and a thread's table, which has a slot per
+    /// index up to the highest it uses, grew to 128 KB per thread on 16,384 threads, more than the heap holds.
+    fn index_of<G: Gpu>(&self, control: &EmutlsControl) -> usize {
+        // The section runs inside the loop, as in `table_slot`, for AMD wavefronts that spin in lockstep.
+        loop {
+            match control.index.load(Ordering::Acquire) {
+                GIVING => G::sleep_briefly(),
+                0 => {
+                    if control.index.compare_exchange(0, GIVING, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                        let index = self.indices_given.fetch_add(1, Ordering::Relaxed) + 1;
+                        control.index.store(index, Ordering::Release);
+                        return index;
+                    }
+                }
+                index => return index,
+            }
         }
     }
 
@@ -177,6 +185,9 @@ impl ThreadLocals {
         Some(new)
     }
 }
+
+/// An [`EmutlsControl::index`] while one thread gives it: never an index (a table could not hold it).
+const GIVING: usize = usize::MAX;
 
 /// [`ThreadLocals::tables`] while one thread makes them: never a heap block's address (blocks are aligned to 16).
 const MAKING: *mut Tables = core::ptr::without_provenance_mut(1);
@@ -257,22 +268,53 @@ mod tests {
     }
 
     #[test]
+    fn thread_locals_first_used_by_many_threads_at_once_get_dense_indices() {
+        // Rounds of a race that the old way (every thread drawing a number, one kept) lost numbers in often.
+        for _ in 0..50 {
+            let (_pool, heap) = heap();
+            let locals = ThreadLocals::new();
+            let controls: Vec<_> = (0..4)
+                .map(|_| EmutlsControl { size: 8, align: 8, index: AtomicUsize::new(0), initial: core::ptr::null() })
+                .collect();
+            let start = std::sync::Barrier::new(16);
+            std::thread::scope(|scope| {
+                for thread in 0..16u64 {
+                    let (heap, locals, controls, start) = (&heap, &locals, &controls, &start);
+                    scope.spawn(move || {
+                        start.wait();
+                        for control in controls {
+                            // SAFETY: each host thread plays its own GPU thread of a grid of 16.
+                            assert!(!unsafe { locals.address(heap, control, thread, 16) }.is_null());
+                        }
+                    });
+                }
+            });
+            let mut indices: Vec<_> = controls.iter().map(|control| control.index.load(Ordering::Relaxed)).collect();
+            indices.sort();
+            assert_eq!(indices, [1, 2, 3, 4]);
+        }
+    }
+
+    #[test]
     fn threads_running_at_once_each_get_their_own_copies() {
         let (_pool, heap) = heap();
         let locals = ThreadLocals::new();
         let controls: Vec<_> = (0..3)
             .map(|_| EmutlsControl { size: 8, align: 8, index: AtomicUsize::new(0), initial: core::ptr::null() })
             .collect();
+        // All at once: each thread-local's first use is a race of every thread.
+        let start = std::sync::Barrier::new(32);
         let copies: Vec<Vec<usize>> = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..8u64)
+            let workers: Vec<_> = (0..32u64)
                 .map(|thread| {
-                    let (heap, locals, controls) = (&heap, &locals, &controls);
+                    let (heap, locals, controls, start) = (&heap, &locals, &controls, &start);
                     scope.spawn(move || {
+                        start.wait();
                         controls
                             .iter()
                             .map(|control| {
-                                // SAFETY: each host thread plays its own GPU thread of a grid of 8.
-                                let copy = unsafe { locals.address(heap, control, thread, 8) }.cast::<u64>();
+                                // SAFETY: each host thread plays its own GPU thread of a grid of 32.
+                                let copy = unsafe { locals.address(heap, control, thread, 32) }.cast::<u64>();
                                 // SAFETY: the thread's own copy, 8 bytes.
                                 unsafe { copy.write(thread) };
                                 copy as usize
@@ -290,11 +332,10 @@ mod tests {
         }
         all.sort();
         all.dedup();
-        assert_eq!(all.len(), 24, "every thread's every copy is its own");
+        assert_eq!(all.len(), 96, "every thread's every copy is its own");
         let mut indices: Vec<_> = controls.iter().map(|control| control.index.load(Ordering::Relaxed)).collect();
         indices.sort();
-        indices.dedup();
-        assert_eq!(indices.len(), 3, "each thread-local has one index");
+        assert_eq!(indices, [1, 2, 3], "each thread-local has one index, and no number is lost to a race");
     }
 
     #[test]
