@@ -251,7 +251,7 @@ impl<'a, G: Gpu> Chunks<'a, G> {
     }
 
     /// Appends `bytes` to the message. Out of line: `print!` calls it once per piece of its format, from many
-    /// formatting functions, and its copy loop inlined in each was much of an image.
+    /// formatting functions, and its copy loop inlined in each would be much of an image.
     #[inline(never)]
     pub(crate) fn push(&mut self, mut bytes: &[u8]) {
         while !bytes.is_empty() {

@@ -116,9 +116,9 @@ impl ThreadLocals {
     }
 
     /// The thread-local's index, given at its first use by any thread. One thread gives it while the others wait,
-    /// so indices stay dense (1 to the number of thread-locals used): every thread of a grid that drew a number for
-    /// a thread-local it found without one used them up by the thousand, and a thread's table, which has a slot per
-    /// index up to the highest it uses, grew to 128 KB per thread on 16,384 threads, more than the heap holds.
+    /// so indices stay dense (1 to the number of thread-locals used): a thread's table has a slot per index up to
+    /// the highest it uses, and numbers drawn by every thread of a large grid would make each table as large as the
+    /// grid.
     fn index_of<G: Gpu>(&self, control: &EmutlsControl) -> usize {
         // The section runs inside the loop, as in `table_slot`, for AMD wavefronts that spin in lockstep.
         loop {
@@ -138,9 +138,9 @@ impl ThreadLocals {
 
     /// Where thread `thread`'s table pointer lives; `None` when the heap has no room for the tables. The tables are
     /// made at the first call of a run, and made anew, empty, for a kernel with more threads than they hold: the
-    /// threads of `_begin` and `_start` are not the same threads. One thread makes them while the others wait: every
-    /// thread of a large grid making its own (a block of 8 bytes per thread of the grid, of which one is kept) took
-    /// the heap's whole page allocator, under its lock, and more memory than the heap has.
+    /// threads of `_begin` and `_start` are not the same threads. One thread makes them while the others wait: the
+    /// tables take 8 bytes per thread of the grid, and a copy made by every thread of a large grid would take more
+    /// than the heap has.
     fn table_slot<G: Gpu>(&self, heap: &Heap<G>, thread: u64, threads: u64) -> Option<&AtomicPtr<Table>> {
         if thread >= threads {
             return None;
@@ -269,7 +269,8 @@ mod tests {
 
     #[test]
     fn thread_locals_first_used_by_many_threads_at_once_get_dense_indices() {
-        // Rounds of a race that the old way (every thread drawing a number, one kept) lost numbers in often.
+        // Rounds of a race in which every thread finds every thread-local without an index: a way of giving them
+        // that lets each thread draw a number and keeps one loses numbers here.
         for _ in 0..50 {
             let (_pool, heap) = heap();
             let locals = ThreadLocals::new();
