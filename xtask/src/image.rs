@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use gpu_startup_targets::{ImageKind, Target};
 use xshell::{Shell, cmd};
 
@@ -150,7 +150,8 @@ pub fn check_size_budgets(images: &[BuiltImage]) -> Result<()> {
         let Some(&(_, budget)) = PTX_SIZE_BUDGETS.iter().find(|(program, _)| *program == built.program) else {
             continue;
         };
-        let bytes = std::fs::metadata(&built.path)?.len();
+        let bytes =
+            std::fs::metadata(&built.path).with_context(|| format!("cannot read {}", built.path.display()))?.len();
         if bytes > budget {
             bail!(
                 "{}: {bytes} bytes of PTX, over its budget of {budget}: something the runtime links in is reachable \
