@@ -159,9 +159,11 @@ impl<G: Gpu> Port<'_, G> {
         self.send_stream(&head, data)
     }
 
-    /// [`Port::send_n_with`] with the head as a slice (at most 6 words): one copy of the packet loops, however many
-    /// head lengths a program's messages use (a copy per length was most of an image's size).
+    /// [`Port::send_n_with`] with the head as a slice: one copy of the packet loops, however many head lengths a
+    /// program's messages use (a copy per length would be much of an image). At most 6 head words: the first packet
+    /// holds the length, the head and at least one word of data, so words past the sixth are not sent.
     pub fn send_stream(&mut self, head: &[u64], data: &[u8]) {
+        debug_assert!(head.len() <= PACKET_WORDS - 2, "at most 6 head words");
         let head = &head[..head.len().min(PACKET_WORDS - 2)];
         let len = data.len();
         self.send(|packet| {
