@@ -27,6 +27,17 @@ fn links_libtest(ir: &str) -> bool {
     })
 }
 
+/// Whether `ir` calls libtest's `test::test_main_static`: the harness of tests built without `panic = "abort"`, which
+/// runs each test on a thread it spawns, where the GPU has no thread to give.
+pub fn calls_the_spawning_harness(ir: &str) -> bool {
+    // A use names the symbol after `@`; debug information names it only as a string (`linkageName: "..."`).
+    ir.lines().filter(|line| !line.starts_with("define ") && !line.starts_with("declare ")).any(|line| {
+        line.split('@').skip(1).any(|after| {
+            after.split(['(', ',', ' ']).next().is_some_and(|symbol| symbol.contains("4test16test_main_static"))
+        })
+    })
+}
+
 /// Whether `ir` defines the function `name`.
 fn defines(ir: &str, name: &str) -> bool {
     let called = format!(" @{name}(");
@@ -114,6 +125,24 @@ mod tests {
             format!("{STD_MAIN}\ndefine void @_RNvCs1234_4test22test_main_static_abort() {{\n  ret void\n}}\n");
         assert!(wrap_main(&harness).unwrap().unwrap().ends_with(&format!("@{LIBTEST_MARKER} = constant i8 1\n")));
         assert!(!wrap_main(STD_MAIN).unwrap().unwrap().contains(LIBTEST_MARKER));
+    }
+
+    #[test]
+    fn a_harness_that_would_spawn_a_thread_per_test_is_recognised() {
+        let callee = "_RNvCs1234_4test16test_main_static";
+        let unwinding = format!(
+            "define noundef i32 @main(i32 %0, ptr %1) {{\n  call void @{callee}(ptr @tests, i64 2)\n  ret i32 0\n}}\n\
+             define void @{callee}(ptr %0, i64 %1) {{\n  ret void\n}}\n"
+        );
+        assert!(calls_the_spawning_harness(&unwinding));
+        // Defined but not called (libtest defines both entries), or named by debug information: not a use.
+        let aborting = unwinding.replace(
+            "call void @_RNvCs1234_4test16test_main_static",
+            "call void @_RNvCs1234_4test22test_main_static_abort",
+        ) + &format!("!7 = !DISubprogram(name: \"test_main_static\", linkageName: \"{callee}\")\n");
+        assert!(!calls_the_spawning_harness(&aborting));
+        let legacy = unwinding.replace(callee, "_ZN4test16test_main_static17h0123456789abcdefE");
+        assert!(calls_the_spawning_harness(&legacy));
     }
 
     #[test]

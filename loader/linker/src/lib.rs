@@ -75,6 +75,12 @@ pub enum LinkError {
     ThreadLocals(String),
     #[error("the program's `main` cannot be called by the startup: {0}")]
     Main(String),
+    #[error(
+        "this test binary's harness runs each test on a thread of its own (`test::test_main_static`), which the GPU \
+         cannot spawn: build its tests with `panic = \"abort\"` (`-Zpanic-abort-tests`, or `panic-abort-tests = true` \
+         under `[unstable]`, as `cargo gpu-startup init --std` writes)"
+    )]
+    SpawningTestHarness,
     #[error("runtime folder {}: {problem}", path.display())]
     Runtime { path: PathBuf, problem: String },
     #[error("not an NVIDIA arch: {0}")]
@@ -391,6 +397,9 @@ fn adapt_std_program(tools: &LlvmTools, linked: PathBuf, target: Option<&str>, w
     let with_thread_locals =
         thread_locals::rewrite_thread_locals(&ir).map_err(|problem| LinkError::ThreadLocals(format!("{problem:#}")))?;
     let ir = with_thread_locals.as_deref().unwrap_or(&ir);
+    if entry::calls_the_spawning_harness(ir) {
+        return Err(LinkError::SpawningTestHarness);
+    }
     let with_main = entry::wrap_main(ir).map_err(|problem| LinkError::Main(format!("{problem:#}")))?;
     let Some(rewritten) = with_main.or(with_thread_locals) else {
         return Ok(linked);

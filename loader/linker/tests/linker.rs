@@ -234,3 +234,25 @@ fn a_target_cpu_or_feature_llvm_does_not_know_is_refused() {
         assert!(!output.exists(), "a refused link left {}", output.display());
     }
 }
+
+/// A std test binary built without `panic = "abort"`: its `main` calls libtest's `test_main_static`.
+const SPAWNING_HARNESS: &str = "target triple = \"nvptx64-nvidia-cuda\"\n\
+    @counter = thread_local global i32 0\n\
+    define void @_RNvCs1_4test16test_main_static(ptr %0) {\n  ret void\n}\n\
+    define i32 @main(i32 %0, ptr %1) {\n  %t = call ptr @llvm.threadlocal.address.p0(ptr @counter)\n  \
+    call void @_RNvCs1_4test16test_main_static(ptr %t)\n  ret i32 0\n}\n\
+    declare ptr @llvm.threadlocal.address.p0(ptr)\n";
+
+#[test]
+fn a_test_binary_whose_harness_spawns_a_thread_per_test_is_refused() {
+    let Some(sysroot) = sysroot_with_llvm_tools() else { return };
+    let dir = scratch("linker-spawning-harness");
+    let module = dir.join("harness.bc");
+    let source = write(&dir, "harness.ll", SPAWNING_HARNESS);
+    let assembled = Command::new(tools(&sysroot).join("llvm-as")).arg(&source).arg("-o").arg(&module).status();
+    assert!(assembled.expect("run llvm-as").success(), "llvm-as failed");
+    let output = dir.join("out.ptx");
+    let ran = run(linker_as_rustc_runs_it(&sysroot, [&module, Path::new("-o"), &output]));
+    refused(&ran, &["`test::test_main_static`", "-Zpanic-abort-tests"]);
+    assert!(!output.exists(), "a refused link left {}", output.display());
+}
