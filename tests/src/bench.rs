@@ -15,6 +15,8 @@ use cudarc::driver::{result, sys};
 // One module per family of benchmarks; the baselines they are measured against in one of their own.
 #[path = "bench/baselines.rs"]
 mod baselines;
+#[path = "bench/cold_run.rs"]
+mod cold_run;
 #[path = "bench/heap.rs"]
 mod heap;
 #[path = "bench/idle.rs"]
@@ -136,6 +138,12 @@ fn benchmarks(cli: &Cli) -> Result<()> {
     }
     if wanted("loader-run") {
         rows.push(kernel_phase::loader_run(&images, &loader, repeat.min(10))?);
+    }
+    if wanted("cold-run cold-run-bare") {
+        rows.extend(cold_run::cold_run(&images, &loader, repeat, false)?);
+    }
+    if wanted("cold-run-std cold-run-std-bare") {
+        rows.extend(cold_run::cold_run(&images, &loader, repeat, true)?);
     }
     if wanted("grid-scaling") {
         rows.extend(kernel_phase::grid_scaling(&images, repeat.min(10))?);

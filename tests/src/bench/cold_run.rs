@@ -1,0 +1,139 @@
+//! The first run of a fresh image, as a user's edit–test loop meets it: `gpu-loader IMAGE` with the loader's cache of
+//! linked cubins and the driver's JIT cache both empty, against a warm run of the same image and against a bare
+//! cudarc program's first and warm loads of it.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::report::{Row, Stats, row, seconds};
+use crate::runs::time_process;
+
+/// An image whose first run is measured: its file, the arguments of the run, and what it is.
+struct Fresh {
+    file: &'static str,
+    args: &'static [&'static str],
+    what: &'static str,
+    /// Samples at most: a std image's first run compiles megabytes of PTX.
+    samples: usize,
+}
+
+/// The no_std images of `cold-run`.
+const NO_STD: &[Fresh] = &[
+    Fresh { file: "empty.ptx", args: &[], what: "an empty no_std main", samples: 5 },
+    Fresh { file: "hello.ptx", args: &[], what: "no_std hello", samples: 5 },
+];
+
+/// The std images of `cold-run-std`: a program and a libtest binary running one test (listing it takes two runs of
+/// the binary, the test a third, in a process of its own, all sharing the caches).
+const STD: &[Fresh] = &[
+    Fresh { file: "hello-std.ptx", args: &[], what: "std hello", samples: 3 },
+    Fresh {
+        file: "libtest-std.ptx",
+        args: &["--exact", "tests::adds"],
+        what: "a libtest binary, one test",
+        samples: 1,
+    },
+];
+
+/// `cold-run` (the no_std images) or, with `std`, `cold-run-std`: per image, a row of its first runs against its
+/// warm runs (goal ≤ 1.5×) and one against a bare program's first loads; the bare program's warm loads in the note.
+pub fn cold_run(images: &Path, loader: &Path, repeat: usize, std: bool) -> Result<Vec<Row>> {
+    let scratch = std::env::temp_dir().join(format!("gpu-bench-cold-{}", std::process::id()));
+    let (name, fresh) = if std { ("cold-run-std", STD) } else { ("cold-run", NO_STD) };
+    let measured = measure_all(images, loader, repeat, name, fresh, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    measured
+}
+
+fn measure_all(
+    images: &Path,
+    loader: &Path,
+    repeat: usize,
+    name: &str,
+    fresh: &[Fresh],
+    scratch: &Path,
+) -> Result<Vec<Row>> {
+    let me = std::env::current_exe()?;
+    let mut rows = Vec::new();
+    for image in fresh {
+        let path = images.join(image.file);
+        std::fs::metadata(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let ours = |caches: &Path| {
+            let mut command = Command::new(loader);
+            command.arg(&path).args(image.args);
+            with_caches(&mut command, caches);
+            command
+        };
+        let bare = |caches: &Path| {
+            let mut command = Command::new(&me);
+            command.arg("bare-run").arg(&path);
+            with_caches(&mut command, caches);
+            command
+        };
+        // The warm caches are filled by a first run of each, not counted.
+        let warm = scratch.join(format!("{}-warm", image.file));
+        time_process(&mut ours(&warm.join("ours")))?;
+        time_process(&mut bare(&warm.join("bare")))?;
+        let mut samples = Samples::default();
+        for sample in 0..repeat.min(image.samples) {
+            let cold = scratch.join(format!("{}-cold-{sample}", image.file));
+            // Cold and warm take turns, so that both see the same state of the machine.
+            samples.ours_cold.push(time_process(&mut ours(&cold.join("ours")))?);
+            samples.ours_warm.push(time_process(&mut ours(&warm.join("ours")))?);
+            samples.bare_cold.push(time_process(&mut bare(&cold.join("bare")))?);
+            samples.bare_warm.push(time_process(&mut bare(&warm.join("bare")))?);
+            std::fs::remove_dir_all(&cold)?;
+        }
+        rows.extend(samples.rows(name, image, &path));
+    }
+    Ok(rows)
+}
+
+/// The loader's cache and the driver's JIT cache of `command` in `caches`: empty when the folder is new.
+fn with_caches(command: &mut Command, caches: &Path) {
+    command.env("GPU_LOADER_CACHE_DIR", caches.join("loader")).env("CUDA_CACHE_PATH", caches.join("driver"));
+    command.env_remove("GPU_LOADER_CACHE_DISABLE").env_remove("CUDA_CACHE_DISABLE");
+}
+
+#[derive(Default)]
+struct Samples {
+    ours_cold: Vec<Duration>,
+    ours_warm: Vec<Duration>,
+    bare_cold: Vec<Duration>,
+    bare_warm: Vec<Duration>,
+}
+
+impl Samples {
+    fn rows(self, name: &str, image: &Fresh, path: &Path) -> [Row; 2] {
+        let kb = std::fs::metadata(path).map_or(0.0, |metadata| metadata.len() as f64 / 1e3);
+        let args = image.args.iter().map(|arg| format!(" {arg}")).collect::<String>();
+        let what =
+            format!("gpu-loader {}{args}: {}, {kb:.0} KB of PTX, first run, caches empty", image.file, image.what);
+        let cold = Stats::of(seconds(self.ours_cold));
+        let bare_warm = Stats::of(seconds(self.bare_warm));
+        let mut against_warm = row(
+            name,
+            &what,
+            "ms",
+            cold.clone(),
+            Some((Stats::of(seconds(self.ours_warm)), "a warm run of the same image (both caches filled)")),
+            "≤ 1.5×",
+        );
+        against_warm.note = format!("a bare cudarc program's warm load of it: {:.2} ms", bare_warm.median * 1e3);
+        let against_bare = row(
+            &format!("{name}-bare"),
+            &what,
+            "ms",
+            cold,
+            Some((
+                Stats::of(seconds(self.bare_cold)),
+                "a cudarc program's first run: context, the driver compiles and loads the image, one empty launch",
+            )),
+            "reported",
+        );
+        [against_warm, against_bare]
+    }
+}
