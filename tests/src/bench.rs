@@ -70,6 +70,9 @@ struct Cli {
     /// Run only the benchmarks whose name contains this.
     #[arg(long)]
     only: Option<String>,
+    /// Leave out the benchmarks whose name contains this (`--only print-throughput --skip std`).
+    #[arg(long)]
+    skip: Option<String>,
 }
 
 /// What the benchmark runs as child processes.
@@ -120,9 +123,12 @@ fn benchmarks(cli: &Cli) -> Result<()> {
     gpu_loader::cuda::init_driver().map_err(|e| anyhow::anyhow!("{e}"))?;
     let device = describe_device()?;
     println!("gpu-bench: {device}");
-    // A benchmark runs when `--only` is part of its name or of a row it makes (`name` lists them, space-separated).
+    // A benchmark runs when `--only` is part of its name or of a row it makes (`name` lists them, space-separated),
+    // and `--skip` is part of none of them.
     let wanted = |name: &str| {
-        let wanted = cli.only.as_deref().is_none_or(|only| name.split(' ').any(|row| row.contains(only)));
+        let names = || name.split(' ');
+        let wanted = cli.only.as_deref().is_none_or(|only| names().any(|row| row.contains(only)))
+            && cli.skip.as_deref().is_none_or(|skip| !names().any(|row| row.contains(skip)));
         if wanted {
             eprintln!("gpu-bench: {name}...");
         }
@@ -177,7 +183,10 @@ fn benchmarks(cli: &Cli) -> Result<()> {
     }
     let date = report::utc_date(std::time::SystemTime::now());
     let commit = cli.commit.as_deref().map_or("an unnamed commit".to_owned(), |commit| format!("commit `{commit}`"));
-    let only = cli.only.as_deref().map_or(String::new(), |only| format!(" --only {only}"));
+    let only = [("--only", &cli.only), ("--skip", &cli.skip)]
+        .iter()
+        .filter_map(|(flag, value)| value.as_deref().map(|value| format!(" {flag} {value}")))
+        .collect::<String>();
     let heading = format!("{device}, {commit}, {date} (UTC): `gpu-bench --repeat {repeat}{only}`.");
     let markdown = report::markdown(&heading, &rows);
     println!("\n{markdown}");
