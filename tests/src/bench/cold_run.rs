@@ -64,27 +64,25 @@ fn measure_all(
         let ours = |caches: &Path| {
             let mut command = Command::new(loader);
             command.arg(&path).args(image.args);
-            with_caches(&mut command, caches);
-            command
+            with_caches(&mut command, caches).map(|()| command)
         };
         let bare = |caches: &Path| {
             let mut command = Command::new(&me);
             command.arg("bare-run").arg(&path);
-            with_caches(&mut command, caches);
-            command
+            with_caches(&mut command, caches).map(|()| command)
         };
         // The warm caches are filled by a first run of each, not counted.
         let warm = scratch.join(format!("{}-warm", image.file));
-        time_process(&mut ours(&warm.join("ours")))?;
-        time_process(&mut bare(&warm.join("bare")))?;
+        time_process(&mut ours(&warm.join("ours"))?)?;
+        time_process(&mut bare(&warm.join("bare"))?)?;
         let mut samples = Samples::default();
         for sample in 0..repeat.min(image.samples) {
             let cold = scratch.join(format!("{}-cold-{sample}", image.file));
             // Cold and warm take turns, so that both see the same state of the machine.
-            samples.ours_cold.push(time_process(&mut ours(&cold.join("ours")))?);
-            samples.ours_warm.push(time_process(&mut ours(&warm.join("ours")))?);
-            samples.bare_cold.push(time_process(&mut bare(&cold.join("bare")))?);
-            samples.bare_warm.push(time_process(&mut bare(&warm.join("bare")))?);
+            samples.ours_cold.push(time_process(&mut ours(&cold.join("ours"))?)?);
+            samples.ours_warm.push(time_process(&mut ours(&warm.join("ours"))?)?);
+            samples.bare_cold.push(time_process(&mut bare(&cold.join("bare"))?)?);
+            samples.bare_warm.push(time_process(&mut bare(&warm.join("bare"))?)?);
             std::fs::remove_dir_all(&cold)?;
         }
         rows.extend(samples.rows(name, image, &path));
@@ -92,10 +90,16 @@ fn measure_all(
     Ok(rows)
 }
 
-/// The loader's cache and the driver's JIT cache of `command` in `caches`: empty when the folder is new.
-fn with_caches(command: &mut Command, caches: &Path) {
-    command.env("GPU_LOADER_CACHE_DIR", caches.join("loader")).env("CUDA_CACHE_PATH", caches.join("driver"));
+/// The loader's cache and the driver's JIT cache of `command` in `caches`: empty when the folder is new. Both are
+/// made first, so that neither cache is off for want of its folder.
+fn with_caches(command: &mut Command, caches: &Path) -> Result<()> {
+    let (loader, driver) = (caches.join("loader"), caches.join("driver"));
+    for folder in [&loader, &driver] {
+        std::fs::create_dir_all(folder).with_context(|| format!("cannot make {}", folder.display()))?;
+    }
+    command.env("GPU_LOADER_CACHE_DIR", loader).env("CUDA_CACHE_PATH", driver);
     command.env_remove("GPU_LOADER_CACHE_DISABLE").env_remove("CUDA_CACHE_DISABLE");
+    Ok(())
 }
 
 #[derive(Default)]
