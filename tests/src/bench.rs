@@ -183,11 +183,11 @@ fn benchmarks(cli: &Cli) -> Result<()> {
     }
     let date = report::utc_date(std::time::SystemTime::now());
     let commit = cli.commit.as_deref().map_or("an unnamed commit".to_owned(), |commit| format!("commit `{commit}`"));
-    let only = [("--only", &cli.only), ("--skip", &cli.skip)]
+    let selection = [("--only", &cli.only), ("--skip", &cli.skip)]
         .iter()
         .filter_map(|(flag, value)| value.as_deref().map(|value| format!(" {flag} {value}")))
         .collect::<String>();
-    let heading = format!("{device}, {commit}, {date} (UTC): `gpu-bench --repeat {repeat}{only}`.");
+    let heading = format!("{device}, {commit}, {date} (UTC): `gpu-bench --repeat {repeat}{selection}`.");
     let markdown = report::markdown(&heading, &rows);
     println!("\n{markdown}");
     if let Some(path) = &cli.markdown {
