@@ -82,9 +82,16 @@ impl CudaBackend {
         };
         // SAFETY: a plain setting of the current context. Each thread's stack holds `print!`'s formatting buffer
         // and the panic handler's frames; the driver's default of 1 KiB overflows there.
-        unsafe { sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_STACK_SIZE, options.stack_size) }
+        if let Err(error) = unsafe { sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_STACK_SIZE, options.stack_size) }
             .result()
-            .map_err(driver_error("cuCtxSetLimit"))?;
+            .map_err(driver_error("cuCtxSetLimit"))
+        {
+            // The reservation is the stack times every resident thread: say so, for a size that looks small.
+            let threads = u64::from(backend.attribute(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?)
+                * u64::from(backend.attribute(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?);
+            let total = threads.saturating_mul(options.stack_size as u64);
+            return Err(LoaderError::Stack { size: options.stack_size, threads, total, source: Box::new(error) });
+        }
         backend.module = load_module(image, &JitCache::for_device(device))?;
         for (slot, kernel) in backend.kernels.iter_mut().zip(Kernel::ALL) {
             let name = CString::new(kernel.name()).expect("kernel names have no NUL");

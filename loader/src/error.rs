@@ -25,6 +25,12 @@ pub enum LoaderError {
     Driver { api: &'static str, message: String },
     #[error("cannot reserve a device heap of {size} bytes (--heap-size): {source}")]
     Heap { size: u64, source: Box<LoaderError> },
+    /// The driver reserves the stack for every thread the device can hold at once, not only for the launched ones.
+    #[error(
+        "cannot reserve a stack of {size} bytes (--stack-size) for each of the {threads} threads the device holds at \
+         once, {total} bytes in all: {source}"
+    )]
+    Stack { size: usize, threads: u64, total: u64, source: Box<LoaderError> },
     #[error("the program ended without reporting an exit code (its control block says it is still running)")]
     NoExitReported,
     /// The control block's end word holds what no startup writes.
