@@ -378,7 +378,8 @@ pub struct Wrapper {
 }
 
 /// Like [`run_case`], with the loader's command line after `wrapper`'s and the limit `limit`. A wrapped loader runs
-/// in a process group of its own with its wrapper: the case's signal goes to the whole group, and at the limit, or
+/// in a process group of its own with its wrapper: the case's signal goes to the loader alone (found among the
+/// wrapper's descendants by its executable's name), and at the limit, or
 /// when the suite itself is interrupted ([`interrupted`]), the whole group is killed, every process the wrapper or the
 /// loader started included. (A loader that runs itself stays in the suite's group, where a terminal's Ctrl-C reaches
 /// it.)
@@ -389,6 +390,10 @@ pub fn run_case_with(loaders: &Loaders, case: &Case, wrapper: &Wrapper, limit: D
     let image = std::path::absolute(&case.image).with_context(|| format!("no path to {}", case.image.display()))?;
     // A path with a folder in it would be taken from the new working directory; a bare name is looked up in PATH.
     let loader = if loader.components().count() > 1 { std::path::absolute(loader)? } else { loader.to_owned() };
+    // The loader as the wrapper's descendant shows it: by its executable's name, a link followed.
+    let wrapped_loader = (!wrapper.command.is_empty())
+        .then(|| std::fs::canonicalize(&loader).unwrap_or_else(|_| loader.clone()))
+        .and_then(|path| path.file_name().map(ToOwned::to_owned));
     let mut command = match wrapper.command.split_first() {
         Some((program, options)) => {
             let mut command = Command::new(program);
@@ -406,8 +411,8 @@ pub fn run_case_with(loaders: &Loaders, case: &Case, wrapper: &Wrapper, limit: D
         }),
         None => None,
     };
-    let own_group = !wrapper.command.is_empty();
-    let output = process::run_with_limit(command, limit, interrupt, case.expectation.stdin.as_deref(), own_group)?;
+    let stdin = case.expectation.stdin.as_deref();
+    let output = process::run_with_limit(command, limit, interrupt, stdin, wrapped_loader.as_deref())?;
     Ok(Outcome {
         exit_code: output.status.code(),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),

@@ -68,11 +68,12 @@ pub(crate) fn run_with_limit(
     limit: Duration,
     mut interrupt: Option<Interrupt>,
     stdin: Option<&str>,
-    own_group: bool,
+    wrapped_loader: Option<&std::ffi::OsStr>,
 ) -> Result<std::process::Output> {
     use std::os::unix::process::CommandExt;
     let started = Instant::now();
     let program = Path::new(command.get_program()).display().to_string();
+    let own_group = wrapped_loader.is_some();
     command.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
     if own_group {
         // A group of its own, whose id is the child's: signals and the kill at the limit reach every process in it.
@@ -113,17 +114,18 @@ pub(crate) fn run_with_limit(
     // The child, or its whole group: `kill` takes a group as its negated id.
     let pid = child.id() as libc::pid_t;
     let target = if own_group { -pid } else { pid };
-    // When the loader started: at once where it runs itself; a wrapped one when the wrapper's child first shows.
+    // When the loader started: at once where it runs itself; a wrapped one when it first shows among the wrapper's
+    // descendants.
     let mut loader_started = (!own_group).then_some(started);
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
         }
         if let Some(Interrupt { after, signal, after_output }) = interrupt {
-            // A wrapper passes the signal on to the loader it started, where the case's signal is meant to land: a
-            // wrapper that gets it itself may end by it (compute-sanitizer does, with no report, leaving behind a
-            // loader that waits for it forever). So the signal waits for the loader, and its delay counts from then.
-            let loaders = if own_group { children_of(pid) } else { Vec::new() };
+            // The case's signal is meant for the loader the wrapper started, and only for it: a wrapper, or a process
+            // of its own between it and the loader, may end by it (compute-sanitizer does, with no report, leaving
+            // behind a loader that runs on). So the signal waits for the loader, and its delay counts from then.
+            let loaders = wrapped_loader.map(|name| descendants_running(pid, name)).unwrap_or_default();
             if loader_started.is_none() && !loaders.is_empty() {
                 loader_started = Some(Instant::now());
             }
@@ -132,8 +134,8 @@ pub(crate) fn run_with_limit(
                 // A wrapped loader that already ended gets nothing: the wrapper is about to end too.
                 let recipients = if own_group { &loaders[..] } else { std::slice::from_ref(&target) };
                 for &process in recipients {
-                    // SAFETY: sends a signal to our own child or a child of it: the child has not been reaped
-                    // (try_wait saw it running), so its id cannot have been reused, and its children are its own.
+                    // SAFETY: sends a signal to our own child or a descendant of it, found just now under the child,
+                    // which has not been reaped (try_wait saw it running): the ids are of processes of the case.
                     unsafe { libc::kill(process, signal) };
                 }
                 interrupt = None;
@@ -171,31 +173,54 @@ pub(crate) fn run_with_limit(
     })
 }
 
-/// The processes whose parent is `parent`, from `/proc`; none where it cannot be read.
-fn children_of(parent: libc::pid_t) -> Vec<libc::pid_t> {
+/// The descendants of `root` whose executable's file name is `program`, from `/proc`; none where it cannot be read.
+/// A process that forked but has not yet run `program` is not one of them.
+fn descendants_running(root: libc::pid_t, program: &std::ffi::OsStr) -> Vec<libc::pid_t> {
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
+    let parents: Vec<(libc::pid_t, libc::pid_t)> = entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<libc::pid_t>().ok())
-        .filter(|&pid| {
+        .filter_map(|pid| {
             // `/proc/PID/stat`: the pid, the command in parentheses (which may hold any byte), the state, the parent.
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-                stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok()) == Some(parent)
-            })
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            Some((pid, stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?))
         })
-        .collect()
+        .collect();
+    let mut descendants = vec![root];
+    let mut next = 0;
+    while let Some(&parent) = descendants.get(next) {
+        descendants.extend(parents.iter().filter(|&&(_, of)| of == parent).map(|&(pid, _)| pid));
+        next += 1;
+    }
+    descendants.retain(|&pid| {
+        pid != root && std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe.file_name() == Some(program))
+    });
+    descendants
 }
 
 #[cfg(test)]
 mod tests {
-    /// A process's children are found through `/proc`, and nothing else is.
+    /// A process's descendants running a program are found through `/proc`, a grandchild too, and nothing else is:
+    /// not the process itself, though it runs a program of that name too.
     #[test]
-    fn children_are_found_by_their_parent() {
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
-        let found = super::children_of(std::process::id() as libc::pid_t);
+    fn descendants_are_found_by_their_program() {
+        let mut child = std::process::Command::new("sh").args(["-c", "sleep 30 & wait"]).spawn().unwrap();
+        let root = child.id() as libc::pid_t;
+        let sleep = std::ffi::OsStr::new("sleep");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut found = Vec::new();
+        while found.is_empty() && std::time::Instant::now() < deadline {
+            found = super::descendants_running(root, sleep);
+        }
+        let shell = std::fs::read_link(format!("/proc/{root}/exe")).unwrap();
+        let shells = super::descendants_running(root, shell.file_name().unwrap());
+        for &pid in &found {
+            // SAFETY: the sleep is the shell's child, which the shell, still running, has not reaped.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
         child.kill().unwrap();
         child.wait().unwrap();
-        assert!(found.contains(&(child.id() as libc::pid_t)), "{found:?}");
-        assert!(!found.contains(&(std::process::id() as libc::pid_t)));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(shells.is_empty(), "{shells:?}");
     }
 
     /// A wrapped case whose wrapper ends while a process it started holds the output open ends at the limit, its group
@@ -205,29 +230,42 @@ mod tests {
         let mut command = std::process::Command::new("sh");
         command.args(["-c", "sleep 60 & echo started"]);
         let started = std::time::Instant::now();
-        let error = super::run_with_limit(command, std::time::Duration::from_secs(1), None, None, true).unwrap_err();
+        let error =
+            super::run_with_limit(command, std::time::Duration::from_secs(1), None, None, Some("sleep".as_ref()))
+                .unwrap_err();
         assert!(error.to_string().contains("held its output open"), "{error}");
         assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
     }
 
     /// A wrapped case's signal goes to the loader its wrapper starts, once it started, and never to the wrapper.
+    /// A wrapped case's signal goes to the loader its wrapper starts, once it started, and never to the wrapper or to
+    /// a process between them.
     #[test]
     fn a_wrapped_case_signals_its_loader_once_the_wrapper_started_it() {
+        // The "loader": a shell under a name of its own, which ends with 7 on SIGINT.
+        let dir = std::env::temp_dir().join(format!("gpu-suite-wrapped-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let loader = dir.join("fake-loader");
+        std::fs::copy(std::fs::canonicalize("/bin/sh").unwrap(), &loader).unwrap();
         let mut command = std::process::Command::new("bash");
-        // The wrapper starts its "loader" only after longer than the signal's delay without a child of its own (a
-        // loop of bash's, about a second), and reports how the loader ended; a SIGINT to the wrapper would end it
-        // with nothing printed.
-        command.args([
-            "-c",
-            "for ((i = 0; i < 1000000; i++)); do :; done; sh -c 'trap \"exit 7\" INT; while :; do sleep 0.01; done'; echo $?",
-        ]);
+        // The wrapper starts a shell of its own only after longer than the signal's delay (a loop of bash's, about a
+        // second), which starts the loader and reports how it ended; a SIGINT to the wrapper would end it with
+        // nothing printed, one to the shell between with 130.
+        let script = format!(
+            "for ((i = 0; i < 1000000; i++)); do :; done; \
+             sh -c \"'{}' -c 'trap \\\"exit 7\\\" INT; while :; do sleep 0.01; done'; exit \\$?\"; echo $?",
+            loader.display()
+        );
+        command.args(["-c", &script]);
         let interrupt = Some(super::Interrupt {
             after: std::time::Duration::from_millis(100),
             signal: libc::SIGINT,
             after_output: false,
         });
-        let output = super::run_with_limit(command, std::time::Duration::from_secs(20), interrupt, None, true).unwrap();
-        assert_eq!(String::from_utf8_lossy(&output.stdout), "7\n");
+        let name = std::ffi::OsStr::new("fake-loader");
+        let output = super::run_with_limit(command, std::time::Duration::from_secs(20), interrupt, None, Some(name));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(String::from_utf8_lossy(&output.unwrap().stdout), "7\n");
     }
 
     #[test]
@@ -241,8 +279,7 @@ mod tests {
             signal: libc::SIGINT,
             after_output: true,
         });
-        let output =
-            super::run_with_limit(command, std::time::Duration::from_secs(20), interrupt, None, false).unwrap();
+        let output = super::run_with_limit(command, std::time::Duration::from_secs(20), interrupt, None, None).unwrap();
         assert_eq!((String::from_utf8_lossy(&output.stdout).as_ref(), output.status.code()), ("ready\n", Some(7)));
     }
 }
