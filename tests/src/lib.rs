@@ -379,10 +379,9 @@ pub struct Wrapper {
 
 /// Like [`run_case`], with the loader's command line after `wrapper`'s and the limit `limit`. A wrapped loader runs
 /// in a process group of its own with its wrapper: the case's signal goes to the loader alone (found among the
-/// wrapper's descendants by its executable's name), and at the limit, or
-/// when the suite itself is interrupted ([`interrupted`]), the whole group is killed, every process the wrapper or the
-/// loader started included. (A loader that runs itself stays in the suite's group, where a terminal's Ctrl-C reaches
-/// it.)
+/// wrapper's descendants by its executable's name), and at the limit, or when the suite itself is interrupted
+/// ([`interrupted`]), the whole group is killed, every process the wrapper or the loader started included. (A loader
+/// that runs itself stays in the suite's group, where a terminal's Ctrl-C reaches it.)
 pub fn run_case_with(loaders: &Loaders, case: &Case, wrapper: &Wrapper, limit: Duration) -> Result<Outcome> {
     let started = Instant::now();
     let loader = loaders.for_case(&case.expectation);

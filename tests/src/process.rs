@@ -237,7 +237,6 @@ mod tests {
         assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
     }
 
-    /// A wrapped case's signal goes to the loader its wrapper starts, once it started, and never to the wrapper.
     /// A wrapped case's signal goes to the loader its wrapper starts, once it started, and never to the wrapper or to
     /// a process between them.
     #[test]
