@@ -14,7 +14,7 @@ use core::mem::MaybeUninit;
 
 use crate::gpu::Gpu;
 use crate::libc::errno;
-use gpu_startup_protocol::messages::{FileWriteHead, FileWriteReply, WriteHead};
+use gpu_startup_protocol::messages::{FileWriteHead, FileWriteReply, PanicLocationHead, WriteHead};
 use gpu_startup_protocol::opcode;
 
 use crate::rpc::Client;
@@ -96,41 +96,34 @@ pub fn print_to<G: Gpu>(client: &Client<G>, destination: Destination, args: fmt:
     chunks.finish()
 }
 
-/// Reports a panic: `panicked at LOCATION: MESSAGE (THREAD)` on stderr, as one line, and the message alone to the
-/// host ([`opcode::PANIC_MESSAGE`]), which keeps the run's first for the test runner to compare with a
-/// `should_panic` test's expected text. The message is formatted once, into both.
+/// Reports a panic: its location ([`opcode::PANIC_LOCATION`]), then its message ([`opcode::PANIC_MESSAGE`]). The
+/// host prints `panicked at FILE:LINE:COLUMN: MESSAGE (THREAD)` on stderr as one line, the thread's coordinates taken
+/// from the messages' heads, and keeps the run's first message for the test runner to compare with a `should_panic`
+/// test's expected text. The device formats only the message: the location's numbers and the coordinates would put
+/// integer formatting and more formatting passes into every image that can panic.
 pub fn report_panic<G: Gpu>(
     client: &Client<G>,
-    location: impl fmt::Display,
+    location: Option<&core::panic::Location<'_>>,
     message: impl fmt::Display,
-    thread: impl fmt::Display,
 ) {
-    let mut line = Chunks::new(client, Destination::Stream(Stream::Stderr));
-    let mut alone = Chunks::with_sink(client, Sink::PanicMessage);
-    let _ = fmt::Write::write_fmt(&mut line, format_args!("panicked at {location}: "));
-    let _ = fmt::Write::write_fmt(&mut Both(&mut line, &mut alone), format_args!("{message}"));
-    let _ = fmt::Write::write_fmt(&mut line, format_args!(" ({thread})\n"));
+    let (file, line, column) = match location {
+        Some(location) => (location.file(), location.line(), location.column()),
+        None => ("<unknown location>", 0, 0),
+    };
+    let sink = Sink::PanicLocation { line, column };
     // Neither can fail on the device's side.
-    let _ = alone.finish();
-    let _ = line.finish();
+    let _ = send_chunk(client, sink, head::<G>(sink, 0), file.as_bytes());
+    let mut chunks = Chunks::with_sink(client, Sink::PanicMessage);
+    let _ = fmt::Write::write_fmt(&mut chunks, format_args!("{message}"));
+    let _ = chunks.finish();
 }
 
-/// Where a thread's chunks go: the program's output, or the host's record of the run's first panic message.
+/// Where a thread's chunks go: the program's output, or the host's report of a panic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Sink {
     Output(Destination),
+    PanicLocation { line: u32, column: u32 },
     PanicMessage,
-}
-
-/// Formatted text that goes into two messages at once.
-struct Both<'a, 'b, G: Gpu>(&'a mut Chunks<'b, G>, &'a mut Chunks<'b, G>);
-
-impl<G: Gpu> fmt::Write for Both<'_, '_, G> {
-    fn write_str(&mut self, text: &str) -> fmt::Result {
-        self.0.push(text.as_bytes());
-        self.1.push(text.as_bytes());
-        Ok(())
-    }
 }
 
 /// The write head for the calling thread: the stream (0 for a file, whose handle travels apart, and for a panic
@@ -138,7 +131,7 @@ impl<G: Gpu> fmt::Write for Both<'_, '_, G> {
 fn head<G: Gpu>(sink: Sink, flags: u8) -> WriteHead {
     let stream = match sink {
         Sink::Output(Destination::Stream(stream)) => stream as u32 as u8,
-        Sink::Output(Destination::File(_)) | Sink::PanicMessage => 0,
+        Sink::Output(Destination::File(_)) | Sink::PanicLocation { .. } | Sink::PanicMessage => 0,
     };
     let head = WriteHead::for_thread(stream, flags, G::thread_ids());
     // On the host every thread of a test has the same coordinates: tell OS threads apart instead.
@@ -165,7 +158,7 @@ fn host_thread_number() -> u64 {
 fn send_chunk<G: Gpu>(client: &Client<G>, sink: Sink, head: WriteHead, bytes: &[u8]) -> Result<(), c_int> {
     if !client.is_ready() {
         return match sink {
-            Sink::Output(Destination::Stream(_)) | Sink::PanicMessage => Ok(()),
+            Sink::Output(Destination::Stream(_)) | Sink::PanicLocation { .. } | Sink::PanicMessage => Ok(()),
             Sink::Output(Destination::File(_)) => Err(errno::ENOSYS),
         };
     }
@@ -173,6 +166,9 @@ fn send_chunk<G: Gpu>(client: &Client<G>, sink: Sink, head: WriteHead, bytes: &[
     let (opcode, head, head_words) = match sink {
         Sink::Output(Destination::Stream(_)) => (opcode::WRITE, with_spare_word(head.encode()), 2),
         Sink::PanicMessage => (opcode::PANIC_MESSAGE, with_spare_word(head.encode()), 2),
+        Sink::PanicLocation { line, column } => {
+            (opcode::PANIC_LOCATION, PanicLocationHead { write: head, line, column }.encode(), 3)
+        }
         Sink::Output(Destination::File(handle)) => {
             (opcode::FILE_WRITE, FileWriteHead { handle, write: head }.encode(), 3)
         }

@@ -1,6 +1,7 @@
 //! Every message round-trips through its encoding; unknown numbers are refused.
 
 use super::*;
+use crate::files::{FileKind, FileStatus, OpenFlags, ReadMode, RemoveKind, StatTarget, Whence};
 
 #[test]
 fn the_opcode_list_numbers_and_names_each_operation_once() {
@@ -30,6 +31,9 @@ fn write_head_round_trips() {
     let file = FileWriteHead { handle: 9, write: head };
     assert_eq!(FileWriteHead::decode(file.encode()), file);
     assert_eq!(file.encode()[1..], head.encode());
+    let location = PanicLocationHead { write: head, line: 0xffff_fffe, column: 7 };
+    assert_eq!(PanicLocationHead::decode(location.encode()), location);
+    assert_eq!(location.encode()[..2], head.encode());
 }
 
 #[test]

@@ -10,9 +10,9 @@ use crate::runtime::coordinates::Coordinates;
 use gpu_startup_protocol::abi::Control;
 
 impl<G: Gpu> Runtime<G> {
-    /// The default panic handler. The first thread to panic in a run reports `panicked at FILE:LINE:COL: message`
-    /// with its coordinates on stderr, and the message alone to the host (`PANIC_MESSAGE`, for a `should_panic`
-    /// test's expected text); every panicking thread is counted (in [`Control::panicked_threads`]) and
+    /// The default panic handler. The first thread to panic in a run reports its location and message to the host,
+    /// which prints `panicked at FILE:LINE:COL: message` with the thread's coordinates on stderr and keeps the
+    /// message for a `should_panic` test's expected text ([`crate::libc::io::report_panic`]); every panicking thread is counted (in [`Control::panicked_threads`]) and
     /// ends. Once the kernel ends, `_end` ends the program with [`PANIC_EXIT_CODE`] without running handlers, like a
     /// Rust program built with `panic = "abort"` but with Rust's exit code for a panic. (Threads that wait for a
     /// panicked one never end; the loader stops waiting for them soon after the first panic.)
@@ -44,10 +44,9 @@ impl<G: Gpu> Runtime<G> {
         G::end_thread()
     }
 
-    /// The panic message, with the thread's coordinates, and the message alone for the test runner.
+    /// The panic's location and message, to the host.
     fn report_panic(&self, info: &core::panic::PanicInfo<'_>) {
-        let (location, here) = (PanicLocation(info.location()), Coordinates(G::thread_ids()));
-        crate::libc::io::report_panic(&self.client, location, info.message(), here);
+        crate::libc::io::report_panic(&self.client, info.location(), info.message());
     }
 
     /// Reports a pointer the heap refused (`call` names the function it was given to, as C or Rust spells it) on
@@ -74,16 +73,5 @@ pub(super) fn report_panicked_threads(control: *mut Control, count: u32) {
         // SAFETY: the loader's control block lives for the whole program; this word is written only by panicking
         // threads and `_end`, and read only by the host, which takes any value as a lower bound.
         unsafe { core::ptr::addr_of_mut!((*control).panicked_threads).write_volatile(count) };
-    }
-}
-
-struct PanicLocation<'a>(Option<&'a core::panic::Location<'a>>);
-
-impl core::fmt::Display for PanicLocation<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self.0 {
-            Some(location) => write!(f, "{}:{}:{}", location.file(), location.line(), location.column()),
-            None => f.write_str("<unknown location>"),
-        }
     }
 }
