@@ -78,10 +78,15 @@ pub trait Backend {
     fn kernel_times(&mut self) -> Option<[Duration; 3]> {
         None
     }
+    /// How long each step of opening the device and loading the image took, in order, where the backend timed them
+    /// (`gpu-loader -v`).
+    fn load_steps(&self) -> &[(&'static str, Duration)] {
+        &[]
+    }
 }
 
 /// A backend opened for the image's target ([`crate::platform::open_backend`]). Every method goes to it, those with a
-/// default too: a backend's own `launch_startup` (CUDA's graph) and `kernel_times` must not fall back to the defaults.
+/// default too: a backend's own `launch_startup` (CUDA's graph), `kernel_times` and `load_steps` must not fall back to the defaults.
 impl<B: Backend + ?Sized> Backend for Box<B> {
     fn gpu_count(&self) -> Result<u32> {
         (**self).gpu_count()
@@ -118,6 +123,28 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     }
     fn kernel_times(&mut self) -> Option<[Duration; 3]> {
         (**self).kernel_times()
+    }
+    fn load_steps(&self) -> &[(&'static str, Duration)] {
+        (**self).load_steps()
+    }
+}
+
+/// Times the steps of a backend's load one after the other, for [`Backend::load_steps`].
+pub(crate) struct LoadSteps {
+    last: std::time::Instant,
+    pub(crate) steps: Vec<(&'static str, Duration)>,
+}
+
+impl LoadSteps {
+    pub(crate) fn start() -> Self {
+        Self { last: std::time::Instant::now(), steps: Vec::new() }
+    }
+
+    /// Ends the step `name`, which began where the one before it ended.
+    pub(crate) fn done(&mut self, name: &'static str) {
+        let now = std::time::Instant::now();
+        self.steps.push((name, now - self.last));
+        self.last = now;
     }
 }
 

@@ -76,7 +76,7 @@ struct Cli {
     /// Print each kernel's registers, shared and local memory.
     #[arg(long)]
     print_resource_usage: bool,
-    /// Print phase timings: init and load, launch, each kernel.
+    /// Print phase timings: init and load (with the backend's steps), heap and RPC set-up, run, each kernel.
     #[arg(short, long)]
     verbose: bool,
     /// Run tests of IMAGE as the test runner asks on its stdin (the test runner starts this itself).

@@ -16,6 +16,7 @@ mod module;
 
 pub use module::MAX_REGISTERS;
 
+use crate::backend::LoadSteps;
 use crate::backend::{Backend, DeviceOptions, HostMapped, Progress, ResourceUsage, launch_one_by_one, startup_grids};
 use crate::ctors::ConstructorTable;
 use crate::error::{LoaderError, Result};
@@ -37,6 +38,8 @@ pub struct CudaBackend {
     /// The startup's kernels as one graph, unless kernel times were asked for (a graph's kernels cannot be timed
     /// one by one).
     startup: StartupLauncher,
+    /// How long each step of [`CudaBackend::load`] took.
+    load_steps: Vec<(&'static str, Duration)>,
 }
 
 /// Makes sure the driver library exists before cudarc touches it (cudarc panics when it is missing), and that it
@@ -57,6 +60,7 @@ pub fn init_driver() -> Result<c_uint> {
 impl CudaBackend {
     /// Opens device `options.device`, loads the image and builds its constructor arrays from `constructors`.
     pub fn load(options: &DeviceOptions, image: &Image, constructors: &ConstructorTable) -> Result<Self> {
+        let mut steps = LoadSteps::start();
         let count = init_driver()?;
         if options.device >= count as usize {
             return Err(LoaderError::BadLaunch(format!(
@@ -79,7 +83,9 @@ impl CudaBackend {
             device_allocations: Vec::new(),
             events: None,
             startup: StartupLauncher::default(),
+            load_steps: Vec::new(),
         };
+        steps.done("driver and context");
         // SAFETY: a plain setting of the current context. Each thread's stack holds `print!`'s formatting buffer
         // and the panic handler's frames; the driver's default of 1 KiB overflows there.
         if let Err(error) = unsafe { sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_STACK_SIZE, options.stack_size) }
@@ -92,7 +98,9 @@ impl CudaBackend {
             let total = threads.saturating_mul(options.stack_size as u64);
             return Err(LoaderError::Stack { size: options.stack_size, threads, total, source: Box::new(error) });
         }
+        steps.done("stack reservation");
         backend.module = load_module(image, &JitCache::for_device(device))?;
+        steps.done("module");
         for (slot, kernel) in backend.kernels.iter_mut().zip(Kernel::ALL) {
             let name = CString::new(kernel.name()).expect("kernel names have no NUL");
             // SAFETY: the module is loaded; the name is a C string.
@@ -119,6 +127,8 @@ impl CudaBackend {
             }
             backend.events = Some(events);
         }
+        steps.done("kernels, constructors, stream");
+        backend.load_steps = steps.steps;
         Ok(backend)
     }
 
@@ -307,6 +317,10 @@ impl Backend for CudaBackend {
 
     fn global_address(&mut self, name: &str) -> Result<u64> {
         Ok(self.global(name)?.0)
+    }
+
+    fn load_steps(&self) -> &[(&'static str, Duration)] {
+        &self.load_steps
     }
 
     fn kernel_times(&mut self) -> Option<[Duration; 3]> {

@@ -191,9 +191,16 @@ pub fn run_on<B: Backend>(
     }
     let loaded = started.elapsed();
     let mut session = Session::new(backend, options, arguments)?;
+    let set_up = started.elapsed() - loaded;
     let outcome = session.run(&options.launch);
     if options.verbose {
-        eprintln!("gpu-loader: init and load {loaded:.1?}, run {:.1?}", started.elapsed() - loaded);
+        let run = started.elapsed() - loaded - set_up;
+        eprintln!("gpu-loader: init and load {loaded:.1?}, heap and RPC set-up {set_up:.1?}, run {run:.1?}");
+        let steps = session.backend.load_steps();
+        if !steps.is_empty() {
+            let steps: Vec<String> = steps.iter().map(|(step, time)| format!("{step} {time:.1?}")).collect();
+            eprintln!("gpu-loader: load: {}", steps.join(", "));
+        }
         if let Some([b, s, e]) = session.backend.kernel_times() {
             eprintln!("gpu-loader: _begin {b:.1?}, _start {s:.1?}, _end {e:.1?}");
         }
