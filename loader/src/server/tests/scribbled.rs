@@ -123,9 +123,12 @@ fn scribbled(ports: u32, lanes: u32, out: &Capture) -> (HostRegion, Scribbler, H
 #[test]
 fn absurd_lengths_and_rounds_end_in_bounded_time_and_memory() {
     let stdout = WriteHead::for_thread(1, 0, ThreadIds::default()).encode()[0];
-    let cases: [(u32, &[u64]); 4] = [
+    let panic = WriteHead::for_thread(0, 0, ThreadIds::default()).encode()[0];
+    let cases: [(u32, &[u64]); 6] = [
         (opcode::WRITE, &[1 << 62, stdout, 0, u64::from_le_bytes(*b"first 8.")]),
         (opcode::WRITE, &[u64::MAX, stdout | u64::from(WriteHead::MORE) << 8, 0]),
+        (opcode::PANIC_LOCATION, &[1 << 62, panic, 0, 7 | 3 << 32, u64::from_le_bytes(*b"src/a.rs")]),
+        (opcode::PANIC_MESSAGE, &[u64::MAX, panic | u64::from(WriteHead::MORE) << 8, 0]),
         (testing::HAND_OFFS.number(), &[u64::MAX]),
         (testing::INTERFACE.number(), &[u64::MAX, 0]),
     ];
