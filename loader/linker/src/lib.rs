@@ -301,6 +301,9 @@ impl LinkRequest {
         // would also add weak kernels `nvptx$device$init`/`fini` that call them with no arguments. The startup's
         // `_begin` runs them instead, with `main`'s arguments, so those kernels are left out.
         llc.arg("--nvptx-emit-init-fini-kernel=false");
+        // The loop and block comments LLVM writes by default are a fifth of a program's PTX, and the driver reads
+        // every byte of it on each fresh image.
+        llc.arg("--asm-verbose=false");
         if let Some(cpu) = &self.target_cpu {
             llc.arg(format!("-mcpu={cpu}"));
         }
