@@ -105,6 +105,9 @@ pub struct UnderSanitizer {
     /// other tools nothing.
     #[serde(default)]
     pub faults: bool,
+    /// The driver API call that the case makes fail on purpose (`cuCtxSetLimit` for a stack no device holds):
+    /// memcheck reports a failing API call as an error, so it must report that call's failure and nothing else.
+    pub refused_call: Option<String>,
     /// Replaces `stderr-matches` under the tools: one that stops a faulting kernel itself makes the driver report
     /// another error than the hardware would.
     pub stderr_matches: Option<Vec<String>>,

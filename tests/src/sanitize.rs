@@ -1,7 +1,8 @@
 //! The GPU suite under NVIDIA's compute-sanitizer (`gpu-suite --sanitize`): each case runs with the loader under one
 //! tool at a time (memcheck, racecheck, synccheck, initcheck), in a process group of its own that a per-case limit
 //! kills whole, and passes when the run meets the case's expectations and the tool's report is what the case allows:
-//! nothing, or for a case that faults on purpose (`[sanitize] faults = true`), that fault under memcheck. A tool
+//! nothing, or for a case that faults on purpose (`[sanitize] faults = true`), that fault under memcheck, and for one
+//! whose driver call fails on purpose (`[sanitize] refused-call`), that call's failure under memcheck. A tool
 //! that cannot run a case (`[sanitize] skip`) lists it as skipped with the reason. `docs/failures.md` has the results.
 
 use std::path::{Path, PathBuf};
@@ -154,6 +155,16 @@ pub fn judge(tool: Tool, expectation: &Expectation, outcome: &Outcome, log: &str
         }
         if !others.is_empty() {
             problems.push(format!("memcheck reported more than the program's fault: {others:?}"));
+        }
+    } else if let Some(call) = expectation.sanitize.refused_call.as_deref().filter(|_| tool == Tool::Memcheck) {
+        let suffix = format!(" on CUDA API call to {call}.");
+        let (refusals, others): (Vec<&String>, Vec<&String>) =
+            report.records.iter().partition(|record| record.starts_with("Program hit ") && record.ends_with(&suffix));
+        if refusals.is_empty() {
+            problems.push(format!("memcheck reported no failing call to {call}, and the program makes one on purpose"));
+        }
+        if !others.is_empty() {
+            problems.push(format!("memcheck reported more than the refused call to {call}: {others:?}"));
         }
     } else if report.errors > 0 || !report.records.is_empty() {
         problems.push(format!(

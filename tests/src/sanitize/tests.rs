@@ -108,6 +108,41 @@ fn a_case_that_faults_on_purpose_needs_its_fault_and_nothing_else_under_memcheck
     assert_eq!(judge(Tool::Initcheck, &expectation, &outcome(139, "", stderr), MEMCHECK_FAULT).len(), 1);
 }
 
+/// memcheck's report of `empty.huge-stack` on an H100: the driver's refusal of the stack is the one record.
+const MEMCHECK_REFUSED_STACK: &str = "\
+========= COMPUTE-SANITIZER
+========= Program hit CUDA_ERROR_INVALID_VALUE (error 1) due to \"invalid argument\" on CUDA API call to cuCtxSetLimit.
+========= 
+========= Target application returned an error
+========= ERROR SUMMARY: 1 error
+";
+
+#[test]
+fn a_call_refused_on_purpose_is_all_memcheck_may_report() {
+    let expectation = Expectation::parse(
+        r#"
+        exit-code = 1
+        stderr-matches = ['cuCtxSetLimit failed']
+        [sanitize]
+        refused-call = "cuCtxSetLimit"
+        "#,
+    )
+    .unwrap();
+    let stderr = "gpu-loader: cannot reserve a stack: cuCtxSetLimit failed: CUDA_ERROR_INVALID_VALUE\n";
+    let run = outcome(1, "", stderr);
+    assert_eq!(judge(Tool::Memcheck, &expectation, &run, MEMCHECK_REFUSED_STACK), Vec::<String>::new());
+    // The refusal must be there.
+    let problems = judge(Tool::Memcheck, &expectation, &run, CLEAN);
+    assert_eq!(problems, ["memcheck reported no failing call to cuCtxSetLimit, and the program makes one on purpose"]);
+    // Another call's failure, or a device error, is not the refusal.
+    let other = MEMCHECK_REFUSED_STACK.replace("cuCtxSetLimit.", "cuMemAlloc.");
+    assert_eq!(judge(Tool::Memcheck, &expectation, &run, &other).len(), 2);
+    let problems = judge(Tool::Memcheck, &expectation, &run, MEMCHECK_FAULT);
+    assert!(problems.iter().any(|problem| problem.starts_with("memcheck reported more than the refused call")));
+    // The other tools report no API errors: a record of theirs still fails the case.
+    assert_eq!(judge(Tool::Initcheck, &expectation, &run, MEMCHECK_REFUSED_STACK).len(), 1);
+}
+
 #[test]
 fn tools_are_named_in_lists_and_skips() {
     assert_eq!(Tool::parse_list("").unwrap(), Tool::ALL);
