@@ -41,7 +41,7 @@ pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
         linker.display()
     );
     let out = target_dir.join(std_spec_name(&NVPTX)).join("release");
-    relink_if_the_runtime_changed(&std.runtime, &target_dir, &out)?;
+    relink_if_runtime_or_linker_changed(&std.runtime, &linker, &target_dir, &out)?;
     cmd!(
         sh,
         "cargo build --quiet --release --manifest-path {manifest} --target {spec_file} -Zjson-target-spec --target-dir {target_dir}"
@@ -112,19 +112,26 @@ pub fn test_executable(messages: &str) -> Option<PathBuf> {
 }
 
 /// Removes the linked images under `out` when the startup's runtime for std (`runtime`, rlibs the bitcode linker adds
-/// to every program, which cargo does not know of) changed since they were linked, so that cargo links them again.
-fn relink_if_the_runtime_changed(runtime: &Path, target_dir: &Path, out: &Path) -> Result<()> {
-    let mut rlibs = Vec::new();
+/// to every program) or the bitcode linker itself changed since they were linked, so that cargo links them again:
+/// cargo knows neither, only the linker's path.
+fn relink_if_runtime_or_linker_changed(runtime: &Path, linker: &Path, target_dir: &Path, out: &Path) -> Result<()> {
+    let mut inputs = vec![linker.to_owned()];
     for entry in std::fs::read_dir(runtime).with_context(|| format!("cannot read {}", runtime.display()))? {
-        // By content: the runtime is copied into place anew on every build.
-        let path = entry?.path();
-        let mut hasher = std::hash::DefaultHasher::new();
-        std::hash::Hash::hash(&std::fs::read(&path)?, &mut hasher);
-        rlibs.push(format!("{} {:016x}", path.display(), std::hash::Hasher::finish(&hasher)));
+        inputs.push(entry?.path());
     }
-    rlibs.sort();
+    let mut hashes = Vec::new();
+    for path in inputs {
+        // By content: the runtime is copied into place anew on every build, and the linker rebuilt.
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(
+            &std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?,
+            &mut hasher,
+        );
+        hashes.push(format!("{} {:016x}", path.display(), std::hash::Hasher::finish(&hasher)));
+    }
+    hashes.sort();
     let stamp = target_dir.join("runtime.stamp");
-    let now = rlibs.join("\n");
+    let now = hashes.join("\n");
     if std::fs::read_to_string(&stamp).is_ok_and(|before| before == now) {
         return Ok(());
     }
