@@ -204,6 +204,9 @@ impl<G: Gpu> Heap<G> {
     /// # Safety
     /// Nothing may use the block once it is freed. (The heap refuses what it can tell is not an allocated block; the
     /// start of a block that another owner still uses it cannot tell apart.)
+    // Out of line, as `usable_size` and `reallocate` are: inlined, every call of `free` or `realloc` carried its own
+    // copy of the block lookup, and a call costs little next to the atomics behind it.
+    #[inline(never)]
     pub unsafe fn deallocate(&self, ptr: *mut u8) -> Result<(), HeapError> {
         if ptr.is_null() {
             return Ok(());
@@ -215,6 +218,7 @@ impl<G: Gpu> Heap<G> {
     }
 
     /// The bytes usable at `ptr`, the start of an allocated block: at least what was asked for.
+    #[inline(never)]
     pub fn usable_size(&self, ptr: *mut u8) -> Result<usize, HeapError> {
         Ok(self.locate_allocated(ptr)?.size())
     }
@@ -226,6 +230,7 @@ impl<G: Gpu> Heap<G> {
     /// # Safety
     /// As for [`Heap::deallocate`]: unless the result is null or `ptr`, nothing may use the old block afterwards,
     /// and no other thread may write it meanwhile.
+    #[inline(never)]
     pub unsafe fn reallocate(&self, ptr: *mut u8, size: usize, align: usize) -> Result<*mut u8, HeapError> {
         if ptr.is_null() {
             return Ok(self.allocate(size, align));

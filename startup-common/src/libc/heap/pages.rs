@@ -188,6 +188,10 @@ impl<G: Gpu> Heap<G> {
     }
 
     /// Sets up the metadata of pages `top..new_top`, free, and publishes the new top. Under the lock.
+    ///
+    /// Out of line: it runs once per stretch of fresh pages, and its loops, unrolled into every caller of
+    /// `allocate_pages` (a store per size class for each slab map word), were a third of the heap's code.
+    #[inline(never)]
     fn raise_top(&self, top: u32, new_top: u32) {
         let geometry = self.setup().geometry;
         let mut page = top / 64 * 64;
