@@ -42,6 +42,10 @@ pub const PATCHES: &[(&str, &str)] = &[
     ),
     ("0006-gpu-threads-named-and-ended.patch", include_str!("../std-patches/0006-gpu-threads-named-and-ended.patch")),
     ("0007-gpu-current-directory.patch", include_str!("../std-patches/0007-gpu-current-directory.patch")),
+    (
+        "0008-gpu-print-without-the-stream-lock.patch",
+        include_str!("../std-patches/0008-gpu-print-without-the-stream-lock.patch"),
+    ),
 ];
 
 /// The crates of the library that a std program links: std, the panic runtime the GPU targets use, and libtest, for
