@@ -27,6 +27,8 @@ mod image_sizes;
 mod kernel_phase;
 #[path = "bench/print.rs"]
 mod print;
+#[path = "bench/real_crates.rs"]
+mod real_crates;
 #[path = "bench/report.rs"]
 mod report;
 #[path = "bench/rpc.rs"]
@@ -55,6 +57,10 @@ struct Cli {
     /// --loader].
     #[arg(long)]
     test_loader: Option<PathBuf>,
+    /// The real crates' tests built for the host, named as their images (`itoa-test`, `semver-doc-...`), for
+    /// `real-crate-suite` (a bundle's `host` folder).
+    #[arg(long)]
+    host_tests: Option<PathBuf>,
     /// Samples per measurement.
     #[arg(long, default_value_t = 30)]
     repeat: usize,
@@ -142,6 +148,9 @@ fn benchmarks(cli: &Cli) -> Result<()> {
     if wanted("tests-per-test") {
         rows.push(test_runner::per_test(&images, &loader, repeat.min(10))?);
     }
+    if wanted("tests-per-test-std") {
+        rows.push(test_runner::per_std_test(&images, &loader, repeat.min(10))?);
+    }
     if wanted("loader-run") {
         rows.push(kernel_phase::loader_run(&images, &loader, repeat.min(10))?);
     }
@@ -177,6 +186,10 @@ fn benchmarks(cli: &Cli) -> Result<()> {
     }
     if wanted("rpc-after-idle") {
         rows.push(rpc::rpc_after_idle(&images, &test_loader, repeat.min(3))?);
+    }
+    if wanted("real-crate-suite") {
+        let host = cli.host_tests.as_deref().context("real-crate-suite needs --host-tests (a bundle's host folder)")?;
+        rows.extend(real_crates::suite_wall_time(&images, &loader, host, repeat.min(3))?);
     }
     if wanted("heap-throughput heap-throughput-8mib") {
         rows.extend(heap::heap_throughput(&images, repeat.min(3))?);

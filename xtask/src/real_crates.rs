@@ -59,6 +59,7 @@ pub fn check(sh: &Shell, gpus: crate::gpus::Gpus) -> Result<Vec<BuiltImage>> {
     // Outside the repository: a crate inside it would take the repository's workspace for its own.
     let work = std::env::temp_dir().join(format!("real-crates-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(out_dir());
+    let _ = std::fs::remove_dir_all(host_dir());
     std::fs::create_dir_all(&work)?;
     let result = check_all(sh, &work, &path, gpus);
     let _ = std::fs::remove_dir_all(&work);
@@ -169,6 +170,7 @@ fn check_crate(
         let expectation = doctest.expectation(&format!("{prefix}, from the registry"));
         images.push(copy_to(&doctest.image, &format!("{}-doc-{}", real.name, doctest.folder), &expectation)?);
     }
+    build_for_host(&cargo, real, dir, &binaries, &doctests)?;
 
     if gpus.nvidia {
         let run = cargo(&["test", "--no-fail-fast"])?;
@@ -191,6 +193,53 @@ fn check_crate(
             binaries.len(),
             doctests.len()
         );
+    }
+    Ok(())
+}
+
+/// Where the crates' tests built for the host go, for the bundle: `gpu-bench`'s `real-crate-suite` runs them on the
+/// GPU machine's CPU against their GPU images.
+pub fn host_dir() -> PathBuf {
+    crate::project_root().join("target/gpu/real-crates/host")
+}
+
+/// Builds the crate's test binaries and doc examples for the host, as `cargo test` builds them there, and copies
+/// them to [`host_dir`] under their GPU images' names (`binaries` and `doctests`: the GPU builds), without debug
+/// information (it would be most of a bundle's size).
+fn build_for_host(
+    cargo: &dyn Fn(&[&str]) -> Result<std::process::Output>,
+    real: &RealCrate,
+    dir: &Path,
+    binaries: &[(String, PathBuf)],
+    doctests: &[crate::doctests::Doctest],
+) -> Result<()> {
+    let version = Command::new("rustc").arg("-vV").current_dir(dir).output().context("cannot run rustc")?;
+    let version = String::from_utf8_lossy(&version.stdout);
+    let host = version.lines().find_map(|line| line.strip_prefix("host: ")).context("rustc -vV names no host")?;
+    let strip = "profile.dev.strip=\"debuginfo\"";
+    let built = cargo(&["test", "--no-run", "--target", host, "--config", strip, "--message-format", "json"])?;
+    ensure!(built.status.success(), "`cargo test --no-run --target {host}` failed:\n{}", stderr_of(&built));
+    let out = host_dir();
+    std::fs::create_dir_all(&out)?;
+    for (name, executable) in test_binaries(&String::from_utf8_lossy(&built.stdout))? {
+        ensure!(
+            binaries.iter().any(|(gpu, _)| *gpu == name),
+            "`cargo test --no-run --target {host}` built the test binary {name}, which the GPU build did not"
+        );
+        std::fs::copy(&executable, out.join(format!("{}-{name}", real.name)))?;
+    }
+    let kept = dir.join("target/host-doctests");
+    let _ = std::fs::remove_dir_all(&kept);
+    let kept_text = kept.to_str().context("a folder for doc examples whose path is not UTF-8")?;
+    let flags = format!(
+        "target.{host}.rustdocflags=[\"-Zunstable-options\", \"--persist-doctests\", {kept_text:?}, \"--no-run\"]"
+    );
+    let built = cargo(&["test", "--doc", "--target", host, "--config", &flags])?;
+    ensure!(built.status.success(), "building the doc examples for {host} failed:\n{}", stderr_of(&built));
+    for doctest in doctests {
+        let executable = kept.join(&doctest.folder).join("rust_out");
+        std::fs::copy(&executable, out.join(format!("{}-doc-{}", real.name, doctest.folder)))
+            .with_context(|| format!("rustdoc kept no {}", executable.display()))?;
     }
     Ok(())
 }

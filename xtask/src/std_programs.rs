@@ -15,8 +15,8 @@ use xshell::{Shell, cmd};
 /// The programs' workspace.
 const PROGRAMS: &str = "tests/programs-std";
 
-/// The member whose `#[test]`s make the libtest binary.
-const LIBTEST_PACKAGE: &str = "libtest-std";
+/// The members whose `#[test]`s make libtest binaries: the runner's behaviour, and its cost per test (`gpu-bench`).
+const LIBTEST_PACKAGES: [&str; 2] = ["libtest-std", "thousand-std"];
 
 /// The kernels every image holds.
 const KERNELS: [&str; 3] = ["_begin", "_start", "_end"];
@@ -56,16 +56,20 @@ pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
         let member = program.strip_suffix("-std").expect("programs are named <member>-std");
         images.push(publish(&root, &program, member, &out.join(format!("{program}.ptx")), &published)?);
     }
-    // The libtest binary: `cargo test`'s build of `#[test]`s, with the test profile, as a user's `cargo test` makes it.
-    let messages = cmd!(
-        sh,
-        "cargo test --no-run --quiet --manifest-path {manifest} --target {spec_file} -Zjson-target-spec -Zpanic-abort-tests --target-dir {target_dir} --package {LIBTEST_PACKAGE} --lib --message-format json"
-    )
-    .env("RUSTFLAGS", rustflags)
-    .read()?;
-    let binary = test_executable(&messages).context("cargo test --no-run named no test binary")?;
-    let member = LIBTEST_PACKAGE.strip_suffix("-std").expect("named <member>-std");
-    images.push(publish(&root, LIBTEST_PACKAGE, member, &binary, &published)?);
+    // The libtest binaries: `cargo test`'s build of `#[test]`s, with the test profile, as a user's `cargo test` makes
+    // them.
+    for package in LIBTEST_PACKAGES {
+        let messages = cmd!(
+            sh,
+            "cargo test --no-run --quiet --manifest-path {manifest} --target {spec_file} -Zjson-target-spec -Zpanic-abort-tests --target-dir {target_dir} --package {package} --lib --message-format json"
+        )
+        .env("RUSTFLAGS", &rustflags)
+        .read()?;
+        let binary = test_executable(&messages)
+            .with_context(|| format!("cargo test --no-run named no test binary of {package}"))?;
+        let member = package.strip_suffix("-std").expect("named <member>-std");
+        images.push(publish(&root, package, member, &binary, &published)?);
+    }
     Ok(images)
 }
 

@@ -346,6 +346,12 @@ pub fn bundle(
             }
         }
     }
+    // The real crates' tests built for the host, which `./bench` times on this machine's CPU against their images.
+    let host_tests = crate::real_crates::host_dir();
+    if targets.contains(&&NVPTX) && host_tests.is_dir() {
+        let into = out.join("host");
+        cmd!(sh, "cp -r {host_tests} {into}").run()?;
+    }
     // The nextest archive of the crate from outside the repository, which `run-tests` runs where cargo-nextest is.
     let nextest = crate::nextest::bundled_dir();
     if targets.contains(&&NVPTX) && nextest.is_dir() {
@@ -455,8 +461,8 @@ const BENCH: &str = r#"#!/bin/sh
 # Runs the benchmarks on this machine's NVIDIA GPU: a table on stdout, JSON in ./bench.json, the table headed by the
 # GPU, the bundle's commit and the date in ./bench.md. Extra arguments go to gpu-bench (--repeat N, --only NAME).
 here=$(cd "$(dirname "$0")" && pwd)
-exec "$here/bin/gpu-bench" --images "$here/images/nvptx" --loader "$here/bin/gpu-loader" --json bench.json \
-    --markdown bench.md --commit "$(cat "$here/COMMIT")" "$@"
+exec "$here/bin/gpu-bench" --images "$here/images/nvptx" --loader "$here/bin/gpu-loader" --host-tests "$here/host" \
+    --json bench.json --markdown bench.md --commit "$(cat "$here/COMMIT")" "$@"
 "#;
 
 const BUNDLE_README: &str = "# GPU suite bundle\n\n\

@@ -8,11 +8,20 @@ use anyhow::{Result, bail};
 use crate::report::{Row, Stats, row, seconds};
 use crate::runs::time_process;
 
-/// The 1,000 tests of `thousand-tests`: a run of them all, less a run of one, over 999, is what a test costs once the
-/// context exists and the image is loaded; against `gpu-loader IMAGE --exact NAME` for one test in a process of its
-/// own (how lit runs LLVM libc's GPU tests, and how nextest runs each test).
+/// The 1,000 tests of `thousand-tests` (`#[gpu_startup::test]`s): a run of them all, less a run of one, over 999, is
+/// what a test costs once the context exists and the image is loaded; against `gpu-loader IMAGE --exact NAME` for one
+/// test in a process of its own (how lit runs LLVM libc's GPU tests, and how nextest runs each test).
 pub fn per_test(images: &Path, loader: &Path, repeat: usize) -> Result<Row> {
-    let image = images.join("thousand-tests.ptx");
+    per_test_of(images, loader, repeat, "tests-per-test", "thousand-tests", "a test of a 1,000-test binary")
+}
+
+/// The same for `thousand-std`'s 1,000 plain `#[test]`s under libtest, the loader playing libtest's parent.
+pub fn per_std_test(images: &Path, loader: &Path, repeat: usize) -> Result<Row> {
+    per_test_of(images, loader, repeat, "tests-per-test-std", "thousand-std", "a std #[test] of a 1,000-test binary")
+}
+
+fn per_test_of(images: &Path, loader: &Path, repeat: usize, name: &str, program: &str, what: &str) -> Result<Row> {
+    let image = images.join(format!("{program}.ptx"));
     let run = |filter: &[&str]| {
         let mut command = Command::new(loader);
         command.arg(&image).args(filter);
@@ -24,7 +33,7 @@ pub fn per_test(images: &Path, loader: &Path, repeat: usize) -> Result<Row> {
     let output = run(&[]).output()?;
     let summary = String::from_utf8_lossy(&output.stdout);
     if !output.status.success() || !summary.contains("test result: ok. 1000 passed; 0 failed") {
-        bail!("gpu-loader thousand-tests.ptx did not pass 1,000 tests ({}):\n{summary}", output.status);
+        bail!("gpu-loader {program}.ptx did not pass 1,000 tests ({}):\n{summary}", output.status);
     }
     // Warm the loader's linked-cubin cache.
     time_process(&mut one)?;
@@ -51,8 +60,8 @@ pub fn per_test(images: &Path, loader: &Path, repeat: usize) -> Result<Row> {
     let baseline = Stats::of(seconds(per_process));
     let faster = baseline.median / ours.median;
     let mut row = row(
-        "tests-per-test",
-        "a test of a 1,000-test binary: (run of all − run of one) / 999, medians",
+        name,
+        &format!("{what}: (run of all − run of one) / 999, medians"),
         "ms",
         ours,
         Some((baseline, "gpu-loader IMAGE --exact NAME: one test per process")),
