@@ -8,7 +8,7 @@ use xshell::{Shell, cmd};
 
 use crate::build::{self, BuildOptions};
 use crate::gpus::Gpus;
-use crate::image::{check_images, check_size_budgets};
+use crate::image::{BuiltImage, check_images, check_size_budgets};
 
 /// Builds the release host binaries the suite runs: `gpu-loader` and `gpu-suite` (and `gpu-test-loader`, which the
 /// suite finds next to `gpu-loader`, and `gpu-bench`).
@@ -30,7 +30,11 @@ pub fn bench(sh: &Shell, gpu_arch: Option<String>, write_docs: bool, bench_args:
     }
     let images =
         build::build(sh, &BuildOptions { targets: vec![&NVPTX], gpu_arch, release: true, programs: Vec::new() })?;
-    let dir = images.first().and_then(|i| i.path.parent()).context("no images were built")?.to_owned();
+    // The std programs and the real crates' tests (built, not run here: the benchmarks run them).
+    crate::std_programs::check(sh)?;
+    crate::real_crates::check(sh, Gpus::default())?;
+    let dir = gather_images(&images, &NVPTX)?.context("no images were built")?;
+    let host_tests = crate::real_crates::host_dir();
     let (loader, _) = build_host_binaries(sh)?;
     let root = crate::project_root();
     let bench = root.join("target/release/gpu-bench");
@@ -39,7 +43,7 @@ pub fn bench(sh: &Shell, gpu_arch: Option<String>, write_docs: bool, bench_args:
     let commit = cmd!(sh, "git describe --always --dirty --abbrev=7").read()?;
     cmd!(
         sh,
-        "{bench} --images {dir} --loader {loader} --json {json} --markdown {markdown} --commit {commit} {bench_args...}"
+        "{bench} --images {dir} --loader {loader} --host-tests {host_tests} --json {json} --markdown {markdown} --commit {commit} {bench_args...}"
     )
     .run()?;
     if write_docs {
@@ -127,7 +131,7 @@ pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
     let (loader, suite) = build_host_binaries(sh)?;
     let mut failed = Vec::new();
     for &target in &options.targets {
-        let Some(dir) = images.iter().find(|i| i.target == target).and_then(|i| i.path.parent()) else { continue };
+        let Some(dir) = gather_images(&images, target)? else { continue };
         let target_name = target.name;
         let args = &options.suite_args;
         // Without a GPU of its kind, a target's images still get the cases that need none (a test binary's list).
@@ -300,6 +304,31 @@ fn uses_test_operations(program: &str) -> Result<bool> {
 
 /// `cargo xtask bundle`: a folder that runs the GPU suite on an x86-64 Linux GPU machine without Rust. With
 /// `max_size` (bytes), fails when the folder comes out larger, for copies that have a limit.
+/// Every image of `target` in one folder, `target/gpu/suite/<target>`, as the GPU suite and the benchmarks take them:
+/// the programs of `images` (this build's), the crate built from outside the repository (`out_of_tree`) and, for
+/// NVIDIA, the std programs (`std_programs`) and the real crates' tests (`real_crates`), each with its expectations.
+/// `None` when `images` has none of `target`.
+pub fn gather_images(images: &[BuiltImage], target: &'static Target) -> Result<Option<PathBuf>> {
+    let Some(built) = images.iter().find(|i| i.target == target).and_then(|i| i.path.parent()) else {
+        return Ok(None);
+    };
+    let mut sources = vec![built.to_owned(), crate::out_of_tree::out_dir(target)];
+    if target == &NVPTX {
+        sources.extend([crate::std_programs::out_dir(), crate::real_crates::out_dir()]);
+    }
+    let gathered = crate::project_root().join("target/gpu/suite").join(target.name);
+    // Anew each time: an image an earlier build left would otherwise stay among them.
+    let _ = std::fs::remove_dir_all(&gathered);
+    std::fs::create_dir_all(&gathered)?;
+    for dir in sources.iter().filter(|dir| dir.is_dir()) {
+        for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+            let path = entry?.path();
+            std::fs::copy(&path, gathered.join(path.file_name().expect("a file")))?;
+        }
+    }
+    Ok(Some(gathered))
+}
+
 pub fn bundle(
     sh: &Shell,
     out: &Path,
@@ -327,24 +356,11 @@ pub fn bundle(
     for binary in [&loader, &suite, &bench, &test_loader] {
         std::fs::copy(binary, bin.join(binary.file_name().expect("a file")))?;
     }
+    std::fs::create_dir_all(out.join("images"))?;
     for &target in targets {
-        let Some(dir) = images.iter().find(|i| i.target == target).and_then(|i| i.path.parent()) else { continue };
+        let Some(dir) = gather_images(&images, target)? else { continue };
         let dest = out.join("images").join(target.name);
-        std::fs::create_dir_all(&dest)?;
-        // The suite's programs, the crate built from outside the repository (`out_of_tree`) and, for NVIDIA, the
-        // std programs (`std_programs`) and the real crates' tests (`real_crates`).
-        let std_dirs = if target == &NVPTX {
-            vec![crate::std_programs::out_dir(), crate::real_crates::out_dir()]
-        } else {
-            Vec::new()
-        };
-        for dir in [dir, &crate::out_of_tree::out_dir(target)].into_iter().chain(std_dirs.iter().map(PathBuf::as_path))
-        {
-            for entry in std::fs::read_dir(dir)? {
-                let path = entry?.path();
-                std::fs::copy(&path, dest.join(path.file_name().expect("a file")))?;
-            }
-        }
+        cmd!(sh, "cp -r {dir} {dest}").run()?;
     }
     // The real crates' tests built for the host, which `./bench` times on this machine's CPU against their images.
     let host_tests = crate::real_crates::host_dir();
