@@ -60,14 +60,23 @@ fn write(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(), ServerE
         }
         Ok(())
     })?;
+    acknowledge_chunk(port, context, lanes(unfinished).filter_map(|lane| keys[lane as usize]))
+}
+
+/// Ends the exchange of a chunk of a line (`WRITE`, `PANIC_LOCATION`, `PANIC_MESSAGE`). When the thread abandoned the
+/// port, the rest will not come and the run may go on: the `unfinished` lines are written now, ended, rather than run
+/// into the thread's next message. Then one packet acknowledges: the chunk is in the server's hands, so the thread's
+/// next chunk comes after it.
+fn acknowledge_chunk(
+    port: &mut ServerPort<'_>,
+    context: &mut Context,
+    unfinished: impl IntoIterator<Item = WriterKey>,
+) -> Result<(), ServerError> {
     if port.is_abandoned() {
-        // The rest will not come, and the run may go on: what arrived is written now, ending its line, rather than
-        // run into the thread's next message.
-        for key in lanes(unfinished).filter_map(|lane| keys[lane as usize]) {
+        for key in unfinished {
             context.output.cut_short(key)?;
         }
     }
-    // The acknowledgement: the chunk is in the server's hands, so the thread's next chunk comes after it.
     port.send(|_, packet| packet.set_words(WriteAck.encode()));
     Ok(())
 }
@@ -94,14 +103,8 @@ fn panic_location(port: &mut ServerPort<'_>, context: &mut Context) -> Result<()
         }
         Ok(())
     })?;
-    if port.is_abandoned() {
-        // The message will not come: what arrived is written now, ending its line.
-        for key in keys.into_iter().flatten() {
-            context.output.cut_short(key)?;
-        }
-    }
-    port.send(|_, packet| packet.set_words(WriteAck.encode()));
-    Ok(())
+    // Every line this started waits for its message.
+    acknowledge_chunk(port, context, keys.into_iter().flatten())
 }
 
 /// `PANIC_MESSAGE`: a panic's message, in chunks as a `WRITE`'s. It goes on with the thread's line on stderr that
@@ -129,13 +132,7 @@ fn panic_message(port: &mut ServerPort<'_>, context: &mut Context) -> Result<(),
         }
         Ok(())
     })?;
-    if port.is_abandoned() {
-        for key in unfinished.into_iter().flatten() {
-            context.output.cut_short(key)?;
-        }
-    }
-    port.send(|_, packet| packet.set_words(WriteAck.encode()));
-    Ok(())
+    acknowledge_chunk(port, context, unfinished.into_iter().flatten())
 }
 
 /// The panicking thread's line on stderr: the key its own `WRITE`s to stderr use, so the line keeps its place among
