@@ -205,7 +205,7 @@ fn run(cli: Cli) -> Result<()> {
             xtask::out_of_tree::check(&sh, xtask::gpus::Gpus::detect()).map(drop)
         }
         Command::Std => {
-            xtask::std_programs::check(&sh)?;
+            xtask::std_programs::check(&sh, &gpu_startup_targets::Target::ALL)?;
             let gpus = xtask::gpus::Gpus::detect();
             xtask::out_of_tree_std::check(&sh, gpus)?;
             xtask::real_crates::check(&sh, gpus).map(drop)

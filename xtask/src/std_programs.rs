@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, ensure};
 use gpu_startup_setup::std_sysroot::{self, std_spec_name};
 use gpu_startup_setup::toolchain::Rustc;
-use gpu_startup_targets::NVPTX;
+use gpu_startup_targets::{ImageKind, Target};
 use xshell::{Shell, cmd};
+
+use crate::image::BuiltImage;
 
 /// The programs' workspace.
 const PROGRAMS: &str = "tests/programs-std";
@@ -21,15 +23,25 @@ const LIBTEST_PACKAGES: [&str; 2] = ["libtest-std", "thousand-std"];
 /// The kernels every image holds.
 const KERNELS: [&str; 3] = ["_begin", "_start", "_end"];
 
-/// Builds std and the std programs for the NVIDIA target and checks their images; returns the images.
-pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
+/// Builds std and the std programs for each of `targets` and checks their images; returns the images.
+pub fn check(sh: &Shell, targets: &[&'static Target]) -> Result<Vec<PathBuf>> {
+    let mut images = Vec::new();
+    for &target in targets {
+        images.extend(check_target(sh, target)?);
+    }
+    Ok(images)
+}
+
+/// Builds std and the std programs for `target` and checks their images; returns the images.
+fn check_target(sh: &Shell, target: &'static Target) -> Result<Vec<PathBuf>> {
     let root = crate::project_root();
     let rustc = Rustc::on_path();
-    let spec = gpu_startup_setup::spec::rustc_spec(rustc.command(), &NVPTX)?;
-    let spec = std_sysroot::std_spec(&gpu_startup_setup::spec::executable_spec(&NVPTX, &spec)?)?;
-    let startup = root.join(NVPTX.startup_crate).join("Cargo.toml");
-    let std = std_sysroot::build(&rustc, &NVPTX, &spec, &startup, &std_cache())?;
-    println!("xtask: std for nvptx {} ({})", if std.built { "built" } else { "found built" }, std.sysroot.display());
+    let spec = gpu_startup_setup::spec::rustc_spec(rustc.command(), target)?;
+    let spec = std_sysroot::std_spec(&gpu_startup_setup::spec::executable_spec(target, &spec)?)?;
+    let startup = root.join(target.startup_crate).join("Cargo.toml");
+    let std = std_sysroot::build(&rustc, target, &spec, &startup, &std_cache())?;
+    let state = if std.built { "built" } else { "found built" };
+    println!("xtask: std for {} {state} ({})", target.name, std.sysroot.display());
     let linker = crate::build::build_linker(sh)?;
     let target_dir = root.join("target/gpu-std/programs");
     let manifest = root.join(PROGRAMS).join("Cargo.toml");
@@ -37,24 +49,26 @@ pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
     let rustflags = format!(
         "--sysroot {} -Ctarget-cpu={} -Clinker={}",
         std.sysroot.display(),
-        NVPTX.fallback_arch,
+        target.fallback_arch,
         linker.display()
     );
-    let out = target_dir.join(std_spec_name(&NVPTX)).join("release");
-    relink_if_runtime_or_linker_changed(&std.runtime, &linker, &target_dir, &out)?;
+    let out = target_dir.join(std_spec_name(target)).join("release");
+    relink_if_runtime_or_linker_changed(&std.runtime, &linker, &target_dir, &out, target)?;
     cmd!(
         sh,
         "cargo build --quiet --release --manifest-path {manifest} --target {spec_file} -Zjson-target-spec --target-dir {target_dir}"
     )
     .env("RUSTFLAGS", &rustflags)
     .run()?;
-    let published = out_dir();
+    let published = out_dir(target);
     let _ = std::fs::remove_dir_all(&published);
     std::fs::create_dir_all(&published)?;
     let mut images = Vec::new();
+    let extension = target.image_extension;
     for program in programs()? {
         let member = program.strip_suffix("-std").expect("programs are named <member>-std");
-        images.push(publish(&root, &program, member, &out.join(format!("{program}.ptx")), &published)?);
+        let image = out.join(format!("{program}.{extension}"));
+        images.push(publish(&root, target, &program, member, &image, &published)?);
     }
     // The libtest binaries: `cargo test`'s build of `#[test]`s, with the test profile, as a user's `cargo test` makes
     // them.
@@ -68,7 +82,7 @@ pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
         let binary = test_executable(&messages)
             .with_context(|| format!("cargo test --no-run named no test binary of {package}"))?;
         let member = package.strip_suffix("-std").expect("named <member>-std");
-        images.push(publish(&root, package, member, &binary, &published)?);
+        images.push(publish(&root, target, package, member, &binary, &published)?);
     }
     Ok(images)
 }
@@ -76,23 +90,37 @@ pub fn check(sh: &Shell) -> Result<Vec<PathBuf>> {
 /// Checks the image at `image`, the program `program` of the member folder `member`, and puts it into `published`
 /// with the member's expectations (`expect.toml` the program's case, `expect.VARIANT.toml` a variant's, as in
 /// tests/programs); the published image.
-fn publish(root: &Path, program: &str, member: &str, image: &Path, published: &Path) -> Result<PathBuf> {
-    let ptx = std::fs::read_to_string(image).with_context(|| format!("no image {}", image.display()))?;
-    let unknown = undefined_functions(&ptx);
-    ensure!(
-        unknown.is_empty(),
-        "{} calls functions that neither it nor the startup's runtime for std defines: {}",
-        image.display(),
-        unknown.join(", ")
-    );
-    for kernel in KERNELS {
+fn publish(
+    root: &Path,
+    target: &'static Target,
+    program: &str,
+    member: &str,
+    image: &Path,
+    published: &Path,
+) -> Result<PathBuf> {
+    let bytes = std::fs::read(image).with_context(|| format!("no image {}", image.display()))?;
+    if target.produces(ImageKind::Ptx) {
+        let ptx = String::from_utf8_lossy(&bytes);
+        let unknown = undefined_functions(&ptx);
         ensure!(
-            ptx.contains(&format!(".entry {kernel}(")),
-            "{} has no kernel `{kernel}`: the startup's runtime was not linked in",
-            image.display()
+            unknown.is_empty(),
+            "{} calls functions that neither it nor the startup's runtime for std defines: {}",
+            image.display(),
+            unknown.join(", ")
         );
+        for kernel in KERNELS {
+            ensure!(
+                ptx.contains(&format!(".entry {kernel}(")),
+                "{} has no kernel `{kernel}`: the startup's runtime was not linked in",
+                image.display()
+            );
+        }
     }
-    println!("xtask: {program}: {} KB of PTX, with the startup's kernels", ptx.len() / 1000);
+    // An AMD code object leaves nothing undefined (ld.lld links it with `--no-undefined`); the static check reads its
+    // kernels' descriptors and metadata as the loader will.
+    let built = BuiltImage { program: program.to_owned(), target, arch: String::new(), path: image.to_owned() };
+    crate::image::check_images(std::slice::from_ref(&built))?;
+    println!("xtask: {program} for {}: {} KB, with the startup's kernels", target.name, bytes.len() / 1000);
     for entry in std::fs::read_dir(root.join(PROGRAMS).join(member))? {
         let path = entry?.path();
         let name = path.file_name().and_then(|name| name.to_str()).unwrap_or_default();
@@ -102,8 +130,8 @@ fn publish(root: &Path, program: &str, member: &str, image: &Path, published: &P
         std::fs::copy(&path, published.join(format!("{program}{variant}.expect.toml")))
             .with_context(|| format!("cannot copy {}", path.display()))?;
     }
-    let published = published.join(format!("{program}.ptx"));
-    std::fs::write(&published, ptx)?;
+    let published = published.join(format!("{program}.{}", target.image_extension));
+    std::fs::write(&published, bytes)?;
     Ok(published)
 }
 
@@ -118,7 +146,13 @@ pub fn test_executable(messages: &str) -> Option<PathBuf> {
 /// Removes the linked images under `out` when the startup's runtime for std (`runtime`, rlibs the bitcode linker adds
 /// to every program) or the bitcode linker itself changed since they were linked, so that cargo links them again:
 /// cargo knows neither, only the linker's path.
-fn relink_if_runtime_or_linker_changed(runtime: &Path, linker: &Path, target_dir: &Path, out: &Path) -> Result<()> {
+fn relink_if_runtime_or_linker_changed(
+    runtime: &Path,
+    linker: &Path,
+    target_dir: &Path,
+    out: &Path,
+    target: &'static Target,
+) -> Result<()> {
     let mut inputs = vec![linker.to_owned()];
     for entry in std::fs::read_dir(runtime).with_context(|| format!("cannot read {}", runtime.display()))? {
         inputs.push(entry?.path());
@@ -134,7 +168,7 @@ fn relink_if_runtime_or_linker_changed(runtime: &Path, linker: &Path, target_dir
         hashes.push(format!("{} {:016x}", path.display(), std::hash::Hasher::finish(&hasher)));
     }
     hashes.sort();
-    let stamp = target_dir.join("runtime.stamp");
+    let stamp = target_dir.join(format!("runtime-{}.stamp", target.name));
     let now = hashes.join("\n");
     if std::fs::read_to_string(&stamp).is_ok_and(|before| before == now) {
         return Ok(());
@@ -143,7 +177,7 @@ fn relink_if_runtime_or_linker_changed(runtime: &Path, linker: &Path, target_dir
     for dir in [out.to_owned(), out.join("deps"), debug.clone(), debug.join("deps")] {
         for entry in std::fs::read_dir(&dir).into_iter().flatten() {
             let path = entry?.path();
-            if path.extension().is_some_and(|extension| extension == "ptx") {
+            if path.extension().is_some_and(|extension| extension == target.image_extension) {
                 std::fs::remove_file(&path).with_context(|| format!("cannot remove {}", path.display()))?;
             }
         }
@@ -162,9 +196,9 @@ fn std_cache() -> PathBuf {
     cache_dir().join("std")
 }
 
-/// Where the std programs' images and expectations go, for the bundle.
-pub fn out_dir() -> PathBuf {
-    crate::project_root().join("target/gpu/std").join(NVPTX.name)
+/// Where the std programs' images for `target` and their expectations go, for the suite and the bundle.
+pub fn out_dir(target: &'static Target) -> PathBuf {
+    crate::project_root().join("target/gpu/std").join(target.name)
 }
 
 /// The programs of the workspace: its members' folder names, each built as the binary `<folder>-std`, but for the

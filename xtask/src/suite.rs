@@ -31,7 +31,7 @@ pub fn bench(sh: &Shell, gpu_arch: Option<String>, write_docs: bool, bench_args:
     let images =
         build::build(sh, &BuildOptions { targets: vec![&NVPTX], gpu_arch, release: true, programs: Vec::new() })?;
     // The std programs and the real crates' tests (built, not run here: the benchmarks run them).
-    crate::std_programs::check(sh)?;
+    crate::std_programs::check(sh, &[&NVPTX])?;
     crate::real_crates::check(sh, Gpus::default())?;
     let dir = gather_images(&images, &NVPTX)?.context("no images were built")?;
     let host_tests = crate::real_crates::host_dir();
@@ -124,7 +124,7 @@ pub fn test(sh: &Shell, options: &TestOptions) -> Result<()> {
     if !options.gpu_only {
         host_tests(sh)?;
         crate::out_of_tree::check(sh, gpus)?;
-        crate::std_programs::check(sh)?;
+        crate::std_programs::check(sh, &options.targets)?;
         crate::out_of_tree_std::check(sh, gpus)?;
         crate::real_crates::check(sh, gpus)?;
     }
@@ -305,16 +305,16 @@ fn uses_test_operations(program: &str) -> Result<bool> {
 /// `cargo xtask bundle`: a folder that runs the GPU suite on an x86-64 Linux GPU machine without Rust. With
 /// `max_size` (bytes), fails when the folder comes out larger, for copies that have a limit.
 /// Every image of `target` in one folder, `target/gpu/suite/<target>`, as the GPU suite and the benchmarks take them:
-/// the programs of `images` (this build's), the crate built from outside the repository (`out_of_tree`) and, for
-/// NVIDIA, the std programs (`std_programs`) and the real crates' tests (`real_crates`), each with its expectations.
+/// the programs of `images` (this build's), the crate built from outside the repository (`out_of_tree`), the std
+/// programs (`std_programs`) and, for NVIDIA, the real crates' tests (`real_crates`), each with its expectations.
 /// `None` when `images` has none of `target`.
 pub fn gather_images(images: &[BuiltImage], target: &'static Target) -> Result<Option<PathBuf>> {
     let Some(built) = images.iter().find(|i| i.target == target).and_then(|i| i.path.parent()) else {
         return Ok(None);
     };
-    let mut sources = vec![built.to_owned(), crate::out_of_tree::out_dir(target)];
+    let mut sources = vec![built.to_owned(), crate::out_of_tree::out_dir(target), crate::std_programs::out_dir(target)];
     if target == &NVPTX {
-        sources.extend([crate::std_programs::out_dir(), crate::real_crates::out_dir()]);
+        sources.push(crate::real_crates::out_dir());
     }
     let gathered = crate::project_root().join("target/gpu/suite").join(target.name);
     // Anew each time: an image an earlier build left would otherwise stay among them.
@@ -340,8 +340,8 @@ pub fn bundle(
         build::build(sh, &BuildOptions { targets: targets.to_vec(), gpu_arch, release: true, programs: Vec::new() })?;
     check_images(&images)?;
     crate::out_of_tree::check(sh, Gpus::detect())?;
+    crate::std_programs::check(sh, targets)?;
     if targets.contains(&&NVPTX) {
-        crate::std_programs::check(sh)?;
         crate::out_of_tree_std::check(sh, Gpus::detect())?;
         crate::real_crates::check(sh, Gpus::detect())?;
     }

@@ -1,5 +1,6 @@
-//! The nvptx bitcode linker: what rustc runs to link every nvptx image (linker flavor `llbc`), standing in for
-//! rustup's `llvm-bitcode-linker` component, which cannot be installed for the pinned toolchain.
+//! The bitcode linker: what rustc runs to link every nvptx image and every AMD std program (linker flavor `llbc`),
+//! standing in for rustup's `llvm-bitcode-linker` component, which cannot be installed for the pinned toolchain.
+//! An nvptx image is PTX; an AMD one a code object (llc's object, linked by ld.lld).
 //! `src/main.rs` is its command-line shell, the binary `gpu-bitcode-linker`; `cargo xtask` links the C programs with
 //! it too.
 //!
@@ -256,7 +257,9 @@ impl LinkRequest {
     /// Links the inputs into PTX at `self.output`.
     pub fn link(&self) -> Result<()> {
         let work = tempdir_for(&self.output)?;
-        let result = LlvmTools::locate(&self.search_dirs, self.verbose).and_then(|tools| self.link_in(&tools, &work));
+        // A std program's runtime folder is in its sysroot's `rustlib` too: rustc passes no `-L` into it for AMD.
+        let dirs: Vec<PathBuf> = self.search_dirs.iter().chain(&self.runtime_dirs).cloned().collect();
+        let result = LlvmTools::locate(&dirs, self.verbose).and_then(|tools| self.link_in(&tools, &work));
         let _ = std::fs::remove_dir_all(&work);
         result
     }
@@ -277,7 +280,10 @@ impl LinkRequest {
         // is what a linker's archive-member selection would have saved.
         link.args(modules.iter().map(|module| &module.path));
         tools.run(link, &modules)?;
-        let linked = wrap_constructors(tools, linked, work)?;
+        let amd = self.is_amd();
+        // An AMD code object keeps C constructors in `.init_array` sections, which ld.lld bounds with
+        // `__init_array_start`/`_end` as for the startup's own no_std programs; PTX has no sections.
+        let linked = if amd { linked } else { wrap_constructors(tools, linked, work)? };
         let linked = adapt_std_program(tools, linked, self.target.as_deref(), work)?;
 
         let keep = self.symbols_to_keep(tools, &linked)?;
@@ -293,6 +299,9 @@ impl LinkRequest {
         }
         tools.run(opt, &[])?;
 
+        if amd {
+            return self.write_amd_code_object(tools, &optimized, work);
+        }
         let mut llc = tools.command("llc");
         // The output appears only once the link succeeded.
         let ptx = work.join("linked.ptx");
@@ -315,6 +324,33 @@ impl LinkRequest {
         }
         tools.run(llc, &[])?;
         std::fs::rename(&ptx, &self.output).map_err(|source| LinkError::Write { path: self.output.clone(), source })
+    }
+
+    /// Whether the image is an AMD code object (target `amdgcn-amd-amdhsa`) rather than PTX.
+    fn is_amd(&self) -> bool {
+        self.target.as_deref().is_some_and(|triple| triple.starts_with("amdgcn"))
+    }
+
+    /// The optimized module as an AMD code object at `self.output`: llc writes an ELF object for the CPU, and
+    /// ld.lld (the toolchain's `rust-lld`) links it into the shared object the HSA runtime loads, with the flags
+    /// rustc's own AMD target links with.
+    fn write_amd_code_object(&self, tools: &LlvmTools, optimized: &Path, work: &Path) -> Result<()> {
+        let object = work.join("linked.o");
+        let mut llc = tools.command("llc");
+        llc.arg(optimized).arg("-o").arg(&object).arg("-filetype=obj");
+        llc.arg(format!("-O{}", llc_level(self.opt_level)));
+        if let Some(cpu) = &self.target_cpu {
+            llc.arg(format!("-mcpu={cpu}"));
+        }
+        if let Some(features) = self.target_features.as_deref().filter(|features| !features.is_empty()) {
+            llc.arg(format!("-mattr={features}"));
+        }
+        tools.run(llc, &[])?;
+        let linked = work.join("linked.elf");
+        let mut lld = tools.command("rust-lld");
+        lld.args(["-flavor", "gnu", "-shared", "-Bsymbolic", "--no-undefined"]).arg(&object).arg("-o").arg(&linked);
+        tools.run(lld, &[])?;
+        std::fs::rename(&linked, &self.output).map_err(|source| LinkError::Write { path: self.output.clone(), source })
     }
 
     /// The exported symbols plus every defined global the loader finds by name.
@@ -387,16 +423,15 @@ fn adapt_std_program(tools: &LlvmTools, linked: PathBuf, target: Option<&str>, w
         return Ok(linked);
     }
     // `lower-emutls` makes the control variables; the accesses are rewritten below.
-    let lowered = work.join("emutls.bc");
+    // As text at once (`-S`): on AMD, the pass writes each initial value's pointer in the global address space into
+    // a control variable's generic pointer field, bitcode that llvm-dis refuses to read back; the text is corrected
+    // below.
     let mut opt = tools.command("opt");
-    opt.arg("-passes=lower-emutls").arg(&linked).arg("-o").arg(&lowered);
+    opt.arg("-passes=lower-emutls").arg(&linked).arg("-S").arg("-o").arg("-");
     if let Some(triple) = target {
         opt.arg(format!("-mtriple={triple}"));
     }
-    tools.run(opt, &[])?;
-    let mut disassemble = tools.command("llvm-dis");
-    disassemble.arg(&lowered).arg("-o").arg("-");
-    let ir = tools.run(disassemble, &[])?;
+    let ir = tools.run(opt, &[])?;
     let with_thread_locals =
         thread_locals::rewrite_thread_locals(&ir).map_err(|problem| LinkError::ThreadLocals(format!("{problem:#}")))?;
     let ir = with_thread_locals.as_deref().unwrap_or(&ir);

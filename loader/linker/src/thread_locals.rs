@@ -32,7 +32,8 @@ pub fn may_have_thread_locals(bitcode: &[u8]) -> bool {
 /// anything but a named global, or on a global without a control variable, is an error naming it.
 pub fn rewrite_thread_locals(ir: &str) -> Result<Option<String>> {
     let call = format!("@{INTRINSIC}.p0(ptr ");
-    if !ir.contains(&call) {
+    let global_call = format!("@{INTRINSIC}.p1(ptr addrspace(1) ");
+    if !ir.contains(&call) && !ir.contains(&global_call) {
         return Ok(None);
     }
     // The runtime's function, declared once unless the module already has it (the startup defines it).
@@ -44,7 +45,13 @@ pub fn rewrite_thread_locals(ir: &str) -> Result<Option<String>> {
         if line.starts_with("declare ") && line.contains(&format!("@{INTRINSIC}.")) {
             continue;
         }
-        module.push_str(&rewrite_line(line, &call, ir)?);
+        if line.contains(&global_call) {
+            module.push_str(&rewrite_global_access(line, &global_call, ir)?);
+        } else if is_control_variable(line) {
+            module.push_str(&generic_initial_value(line));
+        } else {
+            module.push_str(&rewrite_line(line, &call, ir)?);
+        }
         module.push('\n');
     }
     if !has_get_address {
@@ -73,6 +80,64 @@ fn rewrite_line(line: &str, call: &str, ir: &str) -> Result<String> {
     }
     rewritten.push_str(rest);
     Ok(rewritten)
+}
+
+/// `line`, an access to a thread-local in AMD's global address space (`%r = [tail] call ... ptr addrspace(1)
+/// @llvm.threadlocal.address.p1(ptr addrspace(1) @X)`, as rustc emits them for amdgcn), as two instructions: the
+/// runtime's call on the control variable (which `lower-emutls` put in that address space too), whose generic
+/// pointer is then cast back to the global address space the access's users expect.
+fn rewrite_global_access(line: &str, call: &str, ir: &str) -> Result<String> {
+    let Some((result, _)) = line.trim_start().split_once(" = ").filter(|(result, _)| result.starts_with('%')) else {
+        bail!("a thread-local access whose value is not named: `{}`", line.trim());
+    };
+    let at = line.find(call).expect("the caller found the call");
+    let argument = &line[at + call.len()..];
+    let Some(global) = global_name(argument) else {
+        let shown = argument.split(')').next().unwrap_or(argument);
+        bail!("a thread-local access through `{shown}`, which is not a named global");
+    };
+    let control = control_variable(global);
+    if !ir.contains(&format!("{control} = ")) {
+        bail!("thread-local `{global}` has no control variable `{control}` (lower-emutls did not run?)");
+    }
+    let indent = &line[..line.len() - line.trim_start().len()];
+    // `%emutls.r` is a fresh name whether `%r` is named or numbered (a name starts with no digit, and a numbered
+    // value's digits cannot take a suffix).
+    let generic = match result[1..].strip_prefix('"') {
+        Some(quoted) => format!("%\"emutls.{quoted}"),
+        None => format!("%emutls.{}", &result[1..]),
+    };
+    Ok(format!(
+        "{indent}{generic} = call ptr @{GET_ADDRESS}(ptr addrspacecast (ptr addrspace(1) {control} to ptr))\n\
+         {indent}{result} = addrspacecast ptr {generic} to ptr addrspace(1)"
+    ))
+}
+
+/// Whether `line` defines or declares a control variable.
+fn is_control_variable(line: &str) -> bool {
+    line.starts_with(&format!("@{CONTROL_PREFIX}")) || line.starts_with(&format!("@\"{CONTROL_PREFIX}"))
+}
+
+/// A control variable's definition with the pointer to its thread-local's initial value made generic, as its field
+/// is: on AMD, `lower-emutls` puts the initial value in the global address space and writes that pointer as it is
+/// (`ptr addrspace(1) @__emutls_t.X`), which the assembler refuses (`element 3 of struct initializer doesn't match`).
+fn generic_initial_value(line: &str) -> String {
+    const GLOBAL_POINTER: &str = ", ptr addrspace(1) ";
+    let mut rewritten = String::with_capacity(line.len() + 32);
+    let mut rest = line;
+    while let Some(at) = rest.find(GLOBAL_POINTER) {
+        let after = &rest[at + GLOBAL_POINTER.len()..];
+        let Some(global) = global_name(after) else {
+            rewritten.push_str(&rest[..at + GLOBAL_POINTER.len()]);
+            rest = after;
+            continue;
+        };
+        rewritten.push_str(&rest[..at]);
+        rewritten.push_str(&format!(", ptr addrspacecast (ptr addrspace(1) {global} to ptr)"));
+        rest = &after[global.len()..];
+    }
+    rewritten.push_str(rest);
+    rewritten
 }
 
 /// The global that starts `text` (`@name` or `@"name"`), as written.
@@ -134,6 +199,45 @@ declare nonnull ptr @llvm.threadlocal.address.p0(ptr nonnull) #0
         assert!(rewritten.contains("declare ptr @__emutls_get_address(ptr)\n"), "{rewritten}");
         assert!(!rewritten.contains(INTRINSIC), "{rewritten}");
         assert_eq!(rewritten.matches("declare ").count(), 1, "{rewritten}");
+    }
+
+    /// The same for AMD, where globals, thread-locals and their control variables live in address space 1.
+    const LOWERED_AMD: &str = r#"%0 = type { i64, i64, ptr, ptr }
+@X = internal thread_local addrspace(1) global i64 7, align 8
+@__emutls_v.X = internal addrspace(1) global %0 { i64 8, i64 8, ptr null, ptr addrspace(1) @__emutls_t.X }, align 8
+@__emutls_t.X = internal addrspace(1) constant i64 7, align 8
+
+define i64 @f() {
+  %3 = tail call align 8 ptr addrspace(1) @llvm.threadlocal.address.p1(ptr addrspace(1) @X)
+  %v = load i64, ptr addrspace(1) %3, align 8
+  ret i64 %v
+}
+
+declare nonnull ptr addrspace(1) @llvm.threadlocal.address.p1(ptr addrspace(1) nonnull) #0
+"#;
+
+    #[test]
+    fn an_access_in_the_global_address_space_gets_the_runtime_s_pointer_cast_back() {
+        let rewritten = rewrite_thread_locals(LOWERED_AMD).unwrap().unwrap();
+        assert!(
+            rewritten.contains(
+                "  %emutls.3 = call ptr @__emutls_get_address(ptr addrspacecast (ptr addrspace(1) @__emutls_v.X to \
+                 ptr))\n  %3 = addrspacecast ptr %emutls.3 to ptr addrspace(1)\n  %v = load"
+            ),
+            "{rewritten}"
+        );
+        assert!(rewritten.contains("declare ptr @__emutls_get_address(ptr)\n"), "{rewritten}");
+        assert!(!rewritten.contains(INTRINSIC), "{rewritten}");
+        assert!(
+            rewritten.contains(
+                "@__emutls_v.X = internal addrspace(1) global %0 { i64 8, i64 8, ptr null, ptr addrspacecast (ptr \
+                 addrspace(1) @__emutls_t.X to ptr) }, align 8\n"
+            ),
+            "{rewritten}"
+        );
+        let unnamed = LOWERED_AMD.replace("  %3 = tail call", "  tail call");
+        let error = rewrite_thread_locals(&unnamed).unwrap_err().to_string();
+        assert!(error.starts_with("a thread-local access whose value is not named: `tail call"), "{error}");
     }
 
     #[test]

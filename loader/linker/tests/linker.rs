@@ -218,6 +218,53 @@ fn a_module_links_to_ptx_quietly() {
     assert!(!leftovers.iter().any(|name| name.to_string_lossy().contains(".link-")), "{leftovers:?}");
 }
 
+/// An AMD module as rustc emits a std program's: a kernel `_start` that reads a thread-local in the global address
+/// space, and the runtime's `__emutls_get_address` (here a stand-in that hands out the initial value).
+const AMD_MODULE: &str = r#"target datalayout = "e-m:e-p:64:64-p1:64:64-p2:32:32-p3:32:32-p4:64:64-p5:32:32-p6:32:32-p7:160:256:256:32-p8:128:128:128:48-p9:192:256:256:32-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-v256:256-v512:512-v1024:1024-v2048:2048-n32:64-S32-A5-G1-ni:7:8:9"
+target triple = "amdgcn-amd-amdhsa"
+
+@COUNT = internal thread_local addrspace(1) global i64 7, align 8
+@OUT = addrspace(1) global i64 0, align 8
+
+define amdgpu_kernel void @_start() {
+  %p = call align 8 ptr addrspace(1) @llvm.threadlocal.address.p1(ptr addrspace(1) @COUNT)
+  %v = load i64, ptr addrspace(1) %p, align 8
+  store i64 %v, ptr addrspace(1) @OUT, align 8
+  ret void
+}
+
+define ptr @__emutls_get_address(ptr %control) {
+  %field = getelementptr inbounds i8, ptr %control, i64 24
+  %initial = load ptr, ptr %field, align 8
+  ret ptr %initial
+}
+
+declare nonnull ptr addrspace(1) @llvm.threadlocal.address.p1(ptr addrspace(1) nonnull)
+"#;
+
+#[test]
+fn an_amd_module_with_thread_locals_links_to_a_code_object() {
+    let Some(sysroot) = sysroot_with_llvm_tools() else { return };
+    let dir = scratch("linker-amd");
+    let source = write(&dir, "start.ll", AMD_MODULE);
+    let module = dir.join("start.bc");
+    let assembled = Command::new(tools(&sysroot).join("llvm-as")).arg(&source).arg("-o").arg(&module).status();
+    assert!(assembled.expect("run llvm-as").success(), "llvm-as failed");
+    let output = dir.join("out.elf");
+    let mut command = Command::new(LINKER);
+    command.env_remove("GPU_LLVM_TOOLS_DIR").arg(&module).arg("-o").arg(&output);
+    command.args(["--target", "amdgcn-amd-amdhsa", "--target-cpu", "gfx90a", "--export-symbol", "_start"]);
+    command.arg("-L").arg(sysroot.join("lib/rustlib/amdgcn-amd-amdhsa/lib"));
+    let ran = run(command);
+    assert_eq!((ran.code, ran.stderr.as_str()), (Some(0), ""), "{ran:#?}");
+    let image = std::fs::read(&output).expect("the code object");
+    // An ELF shared object for AMDGPU (machine 0xe0) with the kernel's descriptor, as the HSA runtime loads it.
+    assert_eq!(&image[..4], b"\x7fELF");
+    assert_eq!(u16::from_le_bytes([image[16], image[17]]), 3, "not a shared object");
+    assert_eq!(u16::from_le_bytes([image[18], image[19]]), 0xe0, "not for AMDGPU");
+    assert!(image.windows(9).any(|w| w == b"_start.kd"), "no kernel descriptor for _start");
+}
+
 #[test]
 fn a_target_cpu_or_feature_llvm_does_not_know_is_refused() {
     let Some(sysroot) = sysroot_with_llvm_tools() else { return };

@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::{Map, Value};
 
-use gpu_startup_targets::{Linker, Target};
+use gpu_startup_targets::{BackendKind, Target};
 
 use crate::toolchain::{Rustc, one_line};
 
@@ -59,10 +59,19 @@ pub fn std_spec_name(target: &Target) -> String {
 }
 
 /// The spec of `target` for std programs, from its spec for executables ([`crate::spec::executable_spec`]): std's
-/// Hermit layer, emulated thread-locals, and no dynamic linking (std is built as an rlib alone).
+/// Hermit layer, emulated thread-locals, and no dynamic linking (std is built as an rlib alone). An AMD program is
+/// built as NVIDIA's are, as bitcode that `gpu-bitcode-linker` links: rustc's own AMD code generation cannot lower a
+/// thread-local, which the linker rewrites into a call of the runtime before code generation.
 pub fn std_spec(executable_spec: &str) -> Result<String> {
     let mut spec: Map<String, Value> =
         serde_json::from_str(executable_spec).context("the executable spec is not a JSON object")?;
+    if spec.get("arch").and_then(Value::as_str) == Some("amdgpu") {
+        for key in ["linker", "pre-link-args", "requires-lto"] {
+            spec.remove(key);
+        }
+        spec.insert("linker-flavor".into(), "llbc".into());
+        spec.insert("obj-is-bitcode".into(), true.into());
+    }
     spec.insert("os".into(), "hermit".into());
     spec.insert("has-thread-local".into(), true.into());
     spec.insert("tls-model".into(), "emulated".into());
@@ -93,18 +102,13 @@ pub struct StdSysroot {
 /// sources did not change.
 pub fn build(rustc: &Rustc, target: &Target, std_spec: &str, startup: &Path, cache: &Path) -> Result<StdSysroot> {
     let std = build_std(rustc, target, std_spec, cache)?;
-    build_runtime(rustc, &std, startup)
+    build_runtime(rustc, &std, startup, target)
         .with_context(|| format!("building the startup's runtime for std on {}", target.name))?;
     Ok(std)
 }
 
 /// std alone, as [`build`] describes.
 fn build_std(rustc: &Rustc, target: &Target, std_spec: &str, cache: &Path) -> Result<StdSysroot> {
-    ensure!(
-        target.linker == Linker::BitcodeLinker,
-        "std is built for the NVIDIA target only so far: {}'s thread-locals need a rewrite before its code generation",
-        target.name
-    );
     let name = std_spec_name(target);
     let toolchain_sysroot = PathBuf::from(output_of(rustc.command().args(["--print", "sysroot"]))?.trim());
     let version = output_of(rustc.command().arg("-vV"))?;
@@ -128,7 +132,7 @@ fn build_std(rustc: &Rustc, target: &Target, std_spec: &str, cache: &Path) -> Re
     let std_spec = with_runtime(std_spec, &runtime)?;
     let work = cache.join(format!("{name}-{key}.tmp{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
-    let built = build_in(rustc, &toolchain_sysroot, &name, &std_spec, &work);
+    let built = build_in(rustc, &toolchain_sysroot, target, &std_spec, &work);
     if let Err(error) = built {
         return Err(error.context(format!("building std for {} (its files: {})", target.name, work.display())));
     }
@@ -155,17 +159,19 @@ fn with_runtime(spec: &str, runtime: &Path) -> Result<String> {
 /// Builds the startup crate of `startup` (its `Cargo.toml`) for `std`'s spec and sysroot, without its default
 /// features, and puts its rlibs and its dependencies' in `std.runtime` (the sysroot's own crates are not among them:
 /// every program links those anyway).
-fn build_runtime(rustc: &Rustc, std: &StdSysroot, startup: &Path) -> Result<()> {
+fn build_runtime(rustc: &Rustc, std: &StdSysroot, startup: &Path, target: &Target) -> Result<()> {
     let build_dir = std.sysroot.with_file_name("runtime-build");
     let cargo = cargo_build(rustc, startup, &build_dir, &std.spec);
-    let rlibs = rlibs_built(cargo, &format!("--sysroot {}", std.sysroot.display()), &startup.display().to_string())?;
+    let rustflags = format!("--sysroot {}{}", std.sysroot.display(), cpu_flag(target));
+    let rlibs = rlibs_built(cargo, &rustflags, &startup.display().to_string())?;
     ensure!(!rlibs.is_empty(), "cargo built {} but reported no rlib", startup.display());
     let _ = std::fs::remove_dir_all(&std.runtime);
     copy_into(&rlibs, &std.runtime)
 }
 
 /// Builds std in `work`: the patched library, the spec, the sysroot, and the file `complete` last.
-fn build_in(rustc: &Rustc, toolchain_sysroot: &Path, name: &str, std_spec: &str, work: &Path) -> Result<()> {
+fn build_in(rustc: &Rustc, toolchain_sysroot: &Path, target: &Target, std_spec: &str, work: &Path) -> Result<()> {
+    let name = &std_spec_name(target);
     let sources = toolchain_sysroot.join("lib/rustlib/src/rust/library");
     ensure!(
         sources.join("Cargo.toml").is_file(),
@@ -187,7 +193,7 @@ fn build_in(rustc: &Rustc, toolchain_sysroot: &Path, name: &str, std_spec: &str,
         // What Rust's bootstrap gives the library's build: its unstable features, and every crate it depends on
         // marked unstable, as the crates of a sysroot are.
         .env("RUSTC_BOOTSTRAP", "1");
-    let rlibs = rlibs_built(cargo, "-Zforce-unstable-if-unmarked", "std")?;
+    let rlibs = rlibs_built(cargo, &format!("-Zforce-unstable-if-unmarked{}", cpu_flag(target)), "std")?;
     ensure!(rlibs.iter().any(|rlib| rlib.ends_with("libstd.rlib")), "cargo built std but reported no libstd.rlib");
 
     let rustlib = work.join("sysroot/lib/rustlib");
@@ -202,6 +208,13 @@ fn build_in(rustc: &Rustc, toolchain_sysroot: &Path, name: &str, std_spec: &str,
     let _ = std::fs::remove_dir_all(work.join("target"));
     std::fs::write(work.join("complete"), "").context("cannot mark the built std complete")?;
     Ok(())
+}
+
+/// The CPU flag for rustc where `target` has no default CPU (AMD's spec asks for one): its fallback architecture,
+/// as a program's build gives by default. Empty for NVIDIA, whose std is built for rustc's default (`sm_70`) and
+/// serves every later architecture.
+fn cpu_flag(target: &Target) -> String {
+    if target.backend == BackendKind::Hsa { format!(" -Ctarget-cpu={}", target.fallback_arch) } else { String::new() }
 }
 
 /// `cargo build --release` of the package or workspace of `manifest` for the spec at `spec`, without default
@@ -351,6 +364,19 @@ mod tests {
         assert_eq!(spec["dynamic-linking"], false);
         assert_eq!(spec["metadata"]["std"], true);
         assert_eq!(spec["arch"], "nvptx64");
+    }
+
+    #[test]
+    fn an_amd_std_spec_is_linked_as_bitcode_by_the_bitcode_linker() {
+        let executable = r#"{"arch": "amdgpu", "linker": "rust-lld", "linker-flavor": "gnu-lld", "requires-lto": true,
+            "pre-link-args": {"gnu-lld": ["-shared"]}, "metadata": {"std": false}}"#;
+        let spec: Map<String, Value> = serde_json::from_str(&std_spec(executable).unwrap()).unwrap();
+        assert_eq!(spec["linker-flavor"], "llbc");
+        assert_eq!(spec["obj-is-bitcode"], true);
+        for gone in ["linker", "pre-link-args", "requires-lto"] {
+            assert!(!spec.contains_key(gone), "{gone}");
+        }
+        assert_eq!(spec["os"], "hermit");
     }
 
     #[test]
