@@ -4,6 +4,7 @@
 
 pub mod bindgen;
 pub mod build;
+pub mod bundle;
 pub mod c_programs;
 pub mod clang;
 pub mod doctests;

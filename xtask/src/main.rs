@@ -41,7 +41,7 @@ enum Command {
         #[command(flatten)]
         gpu: TargetArgs,
         /// Fail if the bundle comes out larger than this: bytes, or with a binary unit (512K, 64M, 64MiB, 1G).
-        #[arg(long, value_parser = xtask::suite::parse_size)]
+        #[arg(long, value_parser = xtask::bundle::parse_size)]
         max_size: Option<u64>,
     },
     /// Measure the startup and the RPC channel against bare baselines on this machine's NVIDIA GPU.
@@ -198,7 +198,7 @@ fn run(cli: Cli) -> Result<()> {
             std::process::exit(code)
         }
         Command::Bundle { out, gpu, max_size } => {
-            xtask::suite::bundle(&sh, &out, &gpu.target.targets(), gpu.arch.gpu_arch, max_size)
+            xtask::bundle::bundle(&sh, &out, &gpu.target.targets(), gpu.arch.gpu_arch, max_size)
         }
         Command::OutOfTree => {
             xtask::suite::build_host_binaries(&sh)?;

@@ -2,6 +2,7 @@
 //! script run against stand-in tools.
 
 use super::*;
+use crate::bundle::{RUN_TESTS, make_executable, parse_size};
 
 #[test]
 fn sizes_take_binary_units() {
