@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, ensure};
-use gpu_startup_targets::NVPTX;
+use gpu_startup_targets::{AMDGPU, NVPTX};
 use xshell::{Shell, cmd};
 
 use crate::image::BuiltImage;
@@ -137,5 +137,35 @@ fn check_in(sh: &Shell, dir: &Path, tools: &Path, pages: &Pages, gpus: crate::gp
              which found no GPU"
         );
     }
+    check_amd(sh, dir, &path_with_tools, &cargo)?;
     Ok(images)
+}
+
+/// The same crate set up for AMD (`init --std --target amdgpu`, which builds std for AMD on first use) and built
+/// with plain `cargo build`: its code object must pass the static checks. (No AMD GPU runs it here.)
+fn check_amd(
+    sh: &Shell,
+    dir: &Path,
+    path_with_tools: &std::ffi::OsStr,
+    cargo: &dyn Fn(&[&str]) -> Result<std::process::Output>,
+) -> Result<()> {
+    cmd!(sh, "cargo gpu-startup init --std --target amdgpu")
+        .env("PATH", path_with_tools)
+        .env("GPU_STARTUP_CACHE_DIR", crate::std_programs::cache_dir())
+        .run()?;
+    ensure!(dir.join(".cargo/amdgcn-gpu-startup-std.json").is_file(), "`init --std --target amdgpu` wrote no spec");
+    let output = cargo(&["build"])?;
+    ensure!(output.status.success(), "`cargo build` for AMD failed:\n{}", stderr_of(&output));
+    let built = crate::project_root()
+        .join("target/out-of-tree/cargo/amdgcn-gpu-startup-std/debug")
+        .join(format!("{NAME}.{}", AMDGPU.image_extension));
+    ensure!(built.is_file(), "cargo built no {}", built.display());
+    crate::image::check_images(&[BuiltImage {
+        program: NAME.to_owned(),
+        target: &AMDGPU,
+        arch: String::new(),
+        path: built,
+    }])?;
+    println!("xtask: the out-of-tree std crate set up with `init --std --target amdgpu` and built for AMD, checked");
+    Ok(())
 }

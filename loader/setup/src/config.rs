@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{Result, anyhow};
 use toml_edit::{Array, DocumentMut, Item, Table, Value};
 
-use gpu_startup_targets::{Linker, NVPTX, Target};
+use gpu_startup_targets::{ImageKind, Linker, Target};
 
 /// The folder, next to `config.toml`, that holds the target specs.
 pub const SPEC_DIR: &str = ".cargo";
@@ -53,10 +53,7 @@ impl Config {
     /// The GPU target `build.target` names, when it names one of the specs.
     pub fn default_target(&self) -> Option<&'static Target> {
         let target = self.document.get("build")?.get("target")?.as_str()?;
-        if target == std_spec_path() {
-            return Some(&NVPTX);
-        }
-        Target::ALL.into_iter().find(|&gpu| target == spec_path(gpu))
+        Target::ALL.into_iter().find(|&gpu| target == spec_path(gpu) || target == std_spec_path(gpu))
     }
 
     /// The architecture the config builds `target` for (its `-Ctarget-cpu=`).
@@ -147,14 +144,14 @@ impl Config {
 }
 
 /// The value `build.target` has for a crate set up for std (`cargo gpu-startup init --std`).
-pub fn std_spec_path() -> String {
-    format!("{SPEC_DIR}/{}.json", crate::std_sysroot::std_spec_name(&NVPTX))
+pub fn std_spec_path(target: &Target) -> String {
+    format!("{SPEC_DIR}/{}.json", crate::std_sysroot::std_spec_name(target))
 }
 
 impl Config {
-    /// Merges what a std build for NVIDIA (`arch`, replacing an architecture already there when `replace_arch`)
+    /// Merges what a std build for `target` (`arch`, replacing an architecture already there when `replace_arch`)
     /// needs: std from `sysroot`, not built by cargo; the file's new text.
-    pub fn merge_std(mut self, arch: &str, replace_arch: bool, sysroot: &Path) -> Result<String> {
+    pub fn merge_std(mut self, target: &Target, arch: &str, replace_arch: bool, sysroot: &Path) -> Result<String> {
         let name = self.name.clone();
         let conflict = |key: &str, found: String, wanted: &str| {
             anyhow!("{name} sets `{key} = {found}`, but a std GPU build needs {wanted}: change or remove that line")
@@ -167,12 +164,14 @@ impl Config {
                  what each\n# line is for.\n",
             );
         }
-        let wanted = std_spec_path();
+        let wanted = std_spec_path(target);
         let build = table(document.as_table_mut(), "build", &name, "builds for the GPU target with std by default")?;
         match build.get("target") {
             None => {}
             Some(item)
-                if item.as_str().is_some_and(|t| t == wanted || Target::ALL.iter().any(|&gpu| t == spec_path(gpu))) => {
+                if item
+                    .as_str()
+                    .is_some_and(|t| Target::ALL.iter().any(|&gpu| t == spec_path(gpu) || t == std_spec_path(gpu))) => {
             }
             Some(item) => return Err(conflict("build.target", item_text(item), &format!("\"{wanted}\""))),
         }
@@ -192,13 +191,17 @@ impl Config {
 
         let targets = table(document.as_table_mut(), "target", &name, "")?;
         targets.set_implicit(true);
-        let key = crate::std_sysroot::std_spec_name(&NVPTX);
+        let key = crate::std_sysroot::std_spec_name(target);
         let section = table(
             targets,
             &key,
             &format!("{name} (target.{key})"),
-            "NVIDIA with std: PTX through gpu-bitcode-linker, std from the sysroot `init --std` built; `cargo run` \
-             runs it with gpu-loader",
+            &format!(
+                "{} with std: {} through gpu-bitcode-linker, std from the sysroot `init --std` built; `cargo run` runs \
+                 it with gpu-loader",
+                target.vendor,
+                if target.produces(ImageKind::Ptx) { "PTX" } else { "code objects" }
+            ),
         )?;
         if !section.contains_key("linker") {
             section.insert("linker", Item::Value(LINKER.into()));

@@ -22,7 +22,7 @@ pub mod toolchain;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, anyhow, bail, ensure};
+use anyhow::{Context, Result, anyhow, bail};
 
 use config::{Config, Plan};
 use gpu_startup_targets::{AMDGPU, NVPTX, Target};
@@ -91,14 +91,17 @@ pub fn init(options: &InitOptions) -> Result<Setup> {
     let toolchain_path = dir.join("rust-toolchain.toml");
     let pin = Pin::project();
     let toolchain_file = pin.merged_file(read_optional(&toolchain_path)?.as_deref(), &toolchain_path)?;
+    // A std setup is for one target, the default: its place among the plan's architectures.
+    let target = plan.default_target;
+    let index = Target::ALL.iter().position(|&t| t == target).expect("a target of the plan");
     if options.std {
-        ensure!(
-            plan.default_target == &NVPTX,
-            "std runs on NVIDIA GPUs only so far (docs/std.md says what AMD lacks): set the crate up with `--target \
-             nvptx`"
-        );
         // Checked before std is built, which takes a minute: a contradiction is reported at once.
-        Config::parse(&config_text, &config_name)?.merge_std(&plan.archs[0], plan.replace_arch[0], Path::new("/"))?;
+        Config::parse(&config_text, &config_name)?.merge_std(
+            target,
+            &plan.archs[index],
+            plan.replace_arch[index],
+            Path::new("/"),
+        )?;
     }
     let config_file = if options.std { None } else { Some(config.merge(&plan)?) };
 
@@ -107,19 +110,20 @@ pub fn init(options: &InitOptions) -> Result<Setup> {
     let mut files = Vec::new();
     let mut std = None;
     if options.std {
-        let spec = spec::executable_spec(&NVPTX, &spec::rustc_spec(rustc.command(), &NVPTX)?)?;
-        let startup = startup_source().ok_or_else(|| {
+        let spec = spec::executable_spec(target, &spec::rustc_spec(rustc.command(), target)?)?;
+        let startup = startup_source(target).ok_or_else(|| {
             anyhow!("std needs the startup's sources to build its runtime, and they are not where this tool was built")
         })?;
         let cache = std_cache_dir()?;
-        println!("cargo-gpu-startup: std for {} (built once per toolchain, in {})", NVPTX, cache.display());
-        let built = std_sysroot::build(&rustc, &NVPTX, &std_sysroot::std_spec(&spec)?, &startup, &cache)?;
+        println!("cargo-gpu-startup: std for {} (built once per toolchain, in {})", target, cache.display());
+        let built = std_sysroot::build(&rustc, target, &std_sysroot::std_spec(&spec)?, &startup, &cache)?;
         let spec_text = std::fs::read_to_string(&built.spec)
             .with_context(|| format!("cannot read the std spec {}", built.spec.display()))?;
-        files.push((PathBuf::from(config::std_spec_path()), spec_text));
+        files.push((PathBuf::from(config::std_spec_path(target)), spec_text));
         let merged = Config::parse(&config_text, &config_name)?.merge_std(
-            &plan.archs[0],
-            plan.replace_arch[0],
+            target,
+            &plan.archs[index],
+            plan.replace_arch[index],
             &built.sysroot,
         )?;
         files.push((PathBuf::from(".cargo/config.toml"), merged));
@@ -236,10 +240,10 @@ pub fn gpu_startup_source() -> Option<PathBuf> {
     path.join("Cargo.toml").is_file().then(|| path.canonicalize().ok()).flatten()
 }
 
-/// The NVIDIA startup crate's `Cargo.toml` in the sources these tools were built from, when they are still there:
+/// `target`'s startup crate's `Cargo.toml` in the sources these tools were built from, when they are still there:
 /// a std setup builds the startup's runtime for std from it.
-pub fn startup_source() -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(NVPTX.startup_crate).join("Cargo.toml");
+pub fn startup_source(target: &Target) -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(target.startup_crate).join("Cargo.toml");
     path.is_file().then(|| path.canonicalize().ok()).flatten()
 }
 

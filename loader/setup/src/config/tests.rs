@@ -136,7 +136,7 @@ fn contradictions_are_refused_naming_the_line() {
 }
 
 fn merged_std(text: &str, arch: &str, replace_arch: bool, sysroot: &str) -> Result<String> {
-    Config::parse(text, ".cargo/config.toml")?.merge_std(arch, replace_arch, Path::new(sysroot))
+    Config::parse(text, ".cargo/config.toml")?.merge_std(&NVPTX, arch, replace_arch, Path::new(sysroot))
 }
 
 const FRESH_STD: &str = r#"# The GPU build of this crate with Rust's std, written by `cargo gpu-startup init --std` (run it again to
@@ -203,4 +203,18 @@ fn a_no_std_setup_becomes_a_std_one_only_without_build_std() {
     assert!(text.contains("target = \".cargo/nvptx64-gpu-startup-std.json\""), "{text}");
     let error = merged_std("[build]\ntarget = \"x86_64-unknown-linux-gnu\"\n", "sm_90", false, "/s").unwrap_err();
     assert!(error.to_string().contains("but a std GPU build needs \".cargo/nvptx64-gpu-startup-std.json\""), "{error}");
+}
+
+#[test]
+fn an_amd_std_config_names_the_amd_std_spec_and_architecture() {
+    let text = Config::parse("", ".cargo/config.toml")
+        .unwrap()
+        .merge_std(&AMDGPU, "gfx942", false, Path::new("/cache/std-a/sysroot"))
+        .unwrap();
+    assert!(text.contains("target = \".cargo/amdgcn-gpu-startup-std.json\"\n"), "{text}");
+    assert!(text.contains("# AMD with std: code objects through gpu-bitcode-linker"), "{text}");
+    assert!(text.contains("[target.amdgcn-gpu-startup-std]\nlinker = \"gpu-bitcode-linker\"\n"), "{text}");
+    assert!(text.contains(r#"rustflags = ["--sysroot", "/cache/std-a/sysroot", "-Ctarget-cpu=gfx942"]"#), "{text}");
+    let config = Config::parse(&text, ".cargo/config.toml").unwrap();
+    assert_eq!(config.default_target(), Some(&AMDGPU));
 }
