@@ -61,13 +61,13 @@ pub enum LinkError {
     ToolFailed(#[from] ToolFailure),
     /// LLVM ignores a CPU it does not know, and succeeds: the image would not be for the CPU asked for.
     #[error(
-        "unknown target CPU `{0}`: LLVM knows no such nvptx processor (`llc -mtriple=nvptx64-nvidia-cuda -mcpu=help` \
-         lists them)"
+        "unknown target CPU `{0}`: LLVM knows no such processor for the target (`llc -mtriple=TRIPLE -mcpu=help` \
+         lists them, TRIPLE being nvptx64-nvidia-cuda or amdgcn-amd-amdhsa)"
     )]
     UnknownCpu(String),
     #[error(
-        "unknown target feature `{0}`: LLVM knows no such nvptx feature (`llc -mtriple=nvptx64-nvidia-cuda \
-         -mattr=help` lists them)"
+        "unknown target feature `{0}`: LLVM knows no such feature for the target (`llc -mtriple=TRIPLE -mattr=help` \
+         lists them)"
     )]
     UnknownFeature(String),
     #[error("the program's constructors cannot be called by the startup: {0}")]
@@ -254,7 +254,7 @@ impl LinkRequest {
         Ok(request)
     }
 
-    /// Links the inputs into PTX at `self.output`.
+    /// Links the inputs into an image at `self.output`: PTX, or for AMD a code object.
     pub fn link(&self) -> Result<()> {
         let work = tempdir_for(&self.output)?;
         // A std program's runtime folder is in its sysroot's `rustlib` too: rustc passes no `-L` into it for AMD.
