@@ -12,8 +12,9 @@ use crate::gpus::Gpus;
 use crate::image::check_images;
 use crate::suite::{build_host_binaries, gather_images};
 
-/// Builds everything for `targets` and writes the bundle to `out`: the host binaries, every image with its
-/// expectations, the scripts and a README; fails when it comes out larger than `max_size`.
+/// `cargo xtask bundle`: a folder, `out`, that runs the GPU suite on an x86-64 Linux GPU machine without Rust: the
+/// host binaries, every image of `targets` with its expectations, the scripts and a README. With `max_size` (bytes),
+/// fails when the folder comes out larger, for copies that have a limit.
 pub fn bundle(
     sh: &Shell,
     out: &Path,

@@ -303,8 +303,6 @@ fn uses_test_operations(program: &str) -> Result<bool> {
     }
 }
 
-/// `cargo xtask bundle`: a folder that runs the GPU suite on an x86-64 Linux GPU machine without Rust. With
-/// `max_size` (bytes), fails when the folder comes out larger, for copies that have a limit.
 /// Every image of `target` in one folder, `target/gpu/suite/<target>`, as the GPU suite and the benchmarks take them:
 /// the programs of `images` (this build's), the crate built from outside the repository (`out_of_tree`), the std
 /// programs (`std_programs`) and, for NVIDIA, the real crates' tests (`real_crates`), each with its expectations.
