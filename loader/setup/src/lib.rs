@@ -7,7 +7,7 @@
 //! - `.cargo/config.toml`: the default target, `build-std`, the linker, the runner, the architectures and the
 //!   profiles GPU builds need ([`config`]).
 //!
-//! With `--std` (NVIDIA only so far) it builds Rust's std for the GPU into the user's cache ([`std_cache_dir`],
+//! With `--std` it builds Rust's std for the default target into the user's cache ([`std_cache_dir`],
 //! [`std_sysroot`]) unless it is there, and writes the std target's spec instead of the two specs, and a config that
 //! builds against that std ([`config::Config::merge_std`]): a plain `bin` crate written against std then builds and
 //! runs with `cargo build` and `cargo run`.
@@ -39,7 +39,7 @@ pub struct InitOptions {
     /// the config already says, else this machine's GPU's, else sm_90 / gfx90a.
     pub gpu_arch: Option<String>,
     /// Set the crate up for Rust's std (`docs/std.md`): std is built for the GPU, or found built, in
-    /// [`std_cache_dir`], and the crate builds against it (NVIDIA only so far).
+    /// [`std_cache_dir`], and the crate builds against it.
     pub std: bool,
 }
 

@@ -29,7 +29,8 @@ enum Command {
         #[arg(long, value_name = "ARCH")]
         gpu_arch: Option<String>,
         /// Set the crate up for Rust's std: builds std for the GPU once (about a minute), then plain `fn main()`
-        /// programs written against std build and run (NVIDIA only so far; docs/std.md).
+        /// programs written against std build, and run on NVIDIA GPUs (AMD's build is checked offline only so far;
+        /// docs/std.md).
         #[arg(long)]
         std: bool,
         /// The crate's folder.
