@@ -66,14 +66,7 @@ fn rewrite_line(line: &str, call: &str, ir: &str) -> Result<String> {
     let mut rest = line;
     while let Some(at) = rest.find(call) {
         let argument = &rest[at + call.len()..];
-        let Some(global) = global_name(argument) else {
-            let shown = argument.split(')').next().unwrap_or(argument);
-            bail!("a thread-local access through `{shown}`, which is not a named global");
-        };
-        let control = control_variable(global);
-        if !ir.contains(&format!("{control} = ")) {
-            bail!("thread-local `{global}` has no control variable `{control}` (lower-emutls did not run?)");
-        }
+        let (global, control) = accessed(argument, ir)?;
         rewritten.push_str(&rest[..at]);
         rewritten.push_str(&format!("@{GET_ADDRESS}(ptr {control}"));
         rest = &argument[global.len()..];
@@ -91,15 +84,7 @@ fn rewrite_global_access(line: &str, call: &str, ir: &str) -> Result<String> {
         bail!("a thread-local access whose value is not named: `{}`", line.trim());
     };
     let at = line.find(call).expect("the caller found the call");
-    let argument = &line[at + call.len()..];
-    let Some(global) = global_name(argument) else {
-        let shown = argument.split(')').next().unwrap_or(argument);
-        bail!("a thread-local access through `{shown}`, which is not a named global");
-    };
-    let control = control_variable(global);
-    if !ir.contains(&format!("{control} = ")) {
-        bail!("thread-local `{global}` has no control variable `{control}` (lower-emutls did not run?)");
-    }
+    let (_, control) = accessed(&line[at + call.len()..], ir)?;
     let indent = &line[..line.len() - line.trim_start().len()];
     // `%emutls.r` is a fresh name whether `%r` is named or numbered (a name starts with no digit, and a numbered
     // value's digits cannot take a suffix).
@@ -111,6 +96,20 @@ fn rewrite_global_access(line: &str, call: &str, ir: &str) -> Result<String> {
         "{indent}{generic} = call ptr @{GET_ADDRESS}(ptr addrspacecast (ptr addrspace(1) {control} to ptr))\n\
          {indent}{result} = addrspacecast ptr {generic} to ptr addrspace(1)"
     ))
+}
+
+/// The thread-local that starts an access's `argument` (as written) and its control variable, which the module
+/// `ir` must define.
+fn accessed<'a>(argument: &'a str, ir: &str) -> Result<(&'a str, String)> {
+    let Some(global) = global_name(argument) else {
+        let shown = argument.split(')').next().unwrap_or(argument);
+        bail!("a thread-local access through `{shown}`, which is not a named global");
+    };
+    let control = control_variable(global);
+    if !ir.contains(&format!("{control} = ")) {
+        bail!("thread-local `{global}` has no control variable `{control}` (lower-emutls did not run?)");
+    }
+    Ok((global, control))
 }
 
 /// Whether `line` defines or declares a control variable.
